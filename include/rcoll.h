@@ -1,0 +1,274 @@
+/*
+ * rcoll.h - the public C API of rcoll, a collective communication library.
+ *
+ * Conventions
+ *  - Every function returns an rcoll_status_t: RCOLL_OK (0) on success,
+ *    RCOLL_INPROGRESS (> 0) where documented, a negative error otherwise.
+ *    On error, rcoll_last_error() returns a message (thread-local) naming the
+ *    call, the rank, the peer involved and the cause.
+ *  - The library never aborts or exits the process.
+ *  - Buffers are host memory in this release; `stream` must be NULL for host
+ *    buffers (a non-NULL stream is ignored for host memory).
+ *  - Collectives on one communicator must be called in the same order on
+ *    every rank (as in MPI and NCCL). Operations of one communicator are
+ *    executed in the order they were posted; a mismatch (different
+ *    collective, datatype or count between ranks) is detected and reported
+ *    as RCOLL_ERR_MISMATCH naming both ranks.
+ *  - Thread safety: functions taking different communicators may be called
+ *    concurrently from different threads. Calls on one communicator may come
+ *    from several threads; they are serialized internally, and their order
+ *    on every rank must still match. rcoll_get_unique_id, rcoll_status_string
+ *    and rcoll_last_error are thread-safe.
+ *  - Progress: each communicator owns one progress thread, so non-blocking
+ *    operations advance while the caller computes. Idle progress blocks in
+ *    epoll(7) instead of spinning.
+ */
+#ifndef RCOLL_H
+#define RCOLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RCOLL_API __attribute__((visibility("default")))
+#else
+#define RCOLL_API
+#endif
+
+#define RCOLL_VERSION_MAJOR 0
+#define RCOLL_VERSION_MINOR 1
+#define RCOLL_VERSION_PATCH 0
+
+/** A communicator: a group of ranks that run collectives together. */
+typedef struct rcoll_comm *rcoll_comm_t;
+/** A non-blocking operation in flight; completed and freed by rcoll_wait. */
+typedef struct rcoll_request *rcoll_request_t;
+/** Rendezvous handle: where rank 0's bootstrap listens plus a 128-bit secret.
+ *  Made by rcoll_get_unique_id on one process and passed to all others
+ *  (it is a plain byte blob: send it over MPI, a file, a key-value store). */
+typedef struct { char internal[128]; } rcoll_unique_id_t;
+/** A cudaStream_t for GPU buffers; NULL for host buffers. */
+typedef void *rcoll_stream_t;
+
+/** Status codes. Errors are negative and grouped by what broke. */
+typedef enum {
+    RCOLL_OK                    = 0,   /**< success */
+    RCOLL_INPROGRESS            = 1,   /**< operation not finished yet */
+    /* the caller's arguments */
+    RCOLL_ERR_INVALID_ARGUMENT  = -1,  /**< bad pointer, enum, rank or size */
+    RCOLL_ERR_NOT_SUPPORTED     = -2,  /**< valid but not available in this build */
+    /* this process / the system */
+    RCOLL_ERR_NO_MEMORY         = -10, /**< allocation failed */
+    RCOLL_ERR_SYSTEM            = -11, /**< a system call failed */
+    RCOLL_ERR_NO_DEVICE         = -12, /**< no usable network interface/device */
+    /* other ranks */
+    RCOLL_ERR_REMOTE            = -20, /**< a peer died, closed or aborted */
+    RCOLL_ERR_MISMATCH          = -21, /**< ranks called different operations */
+    RCOLL_ERR_AUTH              = -22, /**< a connection failed authentication */
+    RCOLL_ERR_PROTOCOL          = -23, /**< malformed message from a peer */
+    /* time */
+    RCOLL_ERR_TIMEOUT           = -30, /**< no progress within RCOLL_TIMEOUT */
+    /* the communicator */
+    RCOLL_ERR_ABORTED           = -40, /**< rcoll_comm_abort was called */
+    RCOLL_ERR_INTERNAL          = -50  /**< a bug in rcoll: please report */
+} rcoll_status_t;
+
+/** Element types. float16 is IEEE binary16, bfloat16 is the top half of a
+ *  float32. Both are reduced in float32 and rounded (to nearest even) once
+ *  per reduction step. */
+typedef enum {
+    RCOLL_INT8, RCOLL_UINT8, RCOLL_INT32, RCOLL_UINT32, RCOLL_INT64,
+    RCOLL_UINT64, RCOLL_FLOAT16, RCOLL_BFLOAT16, RCOLL_FLOAT32,
+    RCOLL_FLOAT64,
+    RCOLL_DATATYPE_COUNT /**< number of datatypes; not a datatype */
+} rcoll_datatype_t;
+
+/** Reduction operations. Integers wrap on overflow (two's complement).
+ *  MIN/MAX propagate NaN. AVG is the SUM divided by the number of ranks:
+ *  integers divide (truncating toward zero) after the wrapped sum; floating
+ *  types divide in double precision and round once to the datatype. */
+typedef enum {
+    RCOLL_SUM, RCOLL_PROD, RCOLL_MIN, RCOLL_MAX, RCOLL_AVG,
+    RCOLL_OP_COUNT /**< number of operations; not an operation */
+} rcoll_op_t;
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** Create a rendezvous handle. Starts a small bootstrap thread in this
+ *  process that serves the rendezvous of exactly one communicator and then
+ *  exits (or gives up after RCOLL_TIMEOUT). Call it on one process only and
+ *  hand the id to all ranks, including this process if it is a rank.
+ *  @param[out] id  filled on success.
+ *  @return RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT (NULL), RCOLL_ERR_NO_DEVICE,
+ *          RCOLL_ERR_SYSTEM. */
+RCOLL_API rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id);
+
+/** Create a communicator of `nranks` ranks; this process is `rank`.
+ *  Blocks until all ranks have joined or RCOLL_TIMEOUT passed. Collective.
+ *  @param[out] comm  the new communicator (set only on success).
+ *  @param[in] nranks >= 1.
+ *  @param[in] id     the same id on every rank.
+ *  @param[in] rank   0 <= rank < nranks, distinct on every process.
+ *  @return RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT, RCOLL_ERR_TIMEOUT (a rank did
+ *          not join), RCOLL_ERR_AUTH (wrong secret), RCOLL_ERR_SYSTEM. */
+RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
+                                              const rcoll_unique_id_t *id,
+                                              int rank);
+
+/** Create a communicator from the launcher's environment. Reads, in order:
+ *  RCOLL_RANK/RCOLL_SIZE/RCOLL_ROOT (rcoll-run, or by hand), torchrun
+ *  (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: rank 0 listens on
+ *  MASTER_PORT+1 unless RCOLL_ROOT is set), Open MPI
+ *  (OMPI_COMM_WORLD_RANK/SIZE) and Slurm (SLURM_PROCID/NTASKS), whose
+ *  rendezvous comes from RCOLL_ROOT or, when built with PMIx, from PMIx.
+ *  @param[out] comm  the new communicator.
+ *  @return as rcoll_comm_init_rank; RCOLL_ERR_INVALID_ARGUMENT when no
+ *          launcher environment is found (the message says what is missing). */
+RCOLL_API rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
+
+/** This process's rank in `comm`. */
+RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank);
+/** The number of ranks in `comm`. */
+RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size);
+
+/** Destroy a communicator: waits for its posted operations (bounded by
+ *  RCOLL_TIMEOUT), says goodbye to the peers, frees everything. Local: does
+ *  not wait for other ranks. Requests still held must not be used after it.
+ *  Not thread-safe with other calls on the same communicator.
+ *  @return RCOLL_OK, or the communicator's error if an operation failed. */
+RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm);
+
+/** Abort a communicator: fails every pending operation with
+ *  RCOLL_ERR_ABORTED, tells the peers (whose operations then fail with
+ *  RCOLL_ERR_REMOTE naming this rank) and frees it. Never blocks for long.
+ *  May be called from another thread while a call on `comm` blocks; that call
+ *  returns RCOLL_ERR_ABORTED, and `comm` must not be used afterwards. */
+RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
+
+/** The communicator's asynchronous error: RCOLL_OK while healthy, else the
+ *  first error (a peer died, a timeout...), which every later operation also
+ *  returns. Non-blocking; rcoll_last_error() then holds the message.
+ *  @param[out] err  the error. */
+RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
+                                                    rcoll_status_t *err);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives (blocking). Semantics as in NCCL/MPI.                        */
+/* Each returns RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT (NULL comm, NULL buffer */
+/* with count > 0, unknown datatype/op, root out of range, count * size     */
+/* overflow), or the communicator's error (RCOLL_ERR_REMOTE, _TIMEOUT,      */
+/* _MISMATCH, _ABORTED). count == 0 is legal and moves nothing.             */
+/* ------------------------------------------------------------------------ */
+
+/** recvbuf[i] = op over all ranks of sendbuf[i], on every rank.
+ *  In place when sendbuf == recvbuf. */
+RCOLL_API rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** recvbuf[r * sendcount + i] = sendbuf of rank r [i]. In place when
+ *  sendbuf == recvbuf + rank * sendcount * size(dt). */
+RCOLL_API rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** recvbuf = root's sendbuf on every rank. sendbuf is read on the root only
+ *  (may be NULL elsewhere); in place when sendbuf == recvbuf. */
+RCOLL_API rcoll_status_t rcoll_broadcast(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** recvbuf[i] = op over ranks of sendbuf[rank * recvcount + i]. In place when
+ *  recvbuf == sendbuf + rank * recvcount * size(dt). */
+RCOLL_API rcoll_status_t rcoll_reduce_scatter(const void *sendbuf,
+        void *recvbuf, size_t recvcount, rcoll_datatype_t dt, rcoll_op_t op,
+        rcoll_comm_t comm, rcoll_stream_t stream);
+
+/** On root: recvbuf[i] = op over all ranks of sendbuf[i]. recvbuf is not
+ *  touched (may be NULL) on other ranks. In place when sendbuf == recvbuf. */
+RCOLL_API rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_op_t op, int root,
+        rcoll_comm_t comm, rcoll_stream_t stream);
+
+/** Returns once every rank has entered the barrier. */
+RCOLL_API rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
+
+/** Send `count` elements to `peer`, matched in order by its rcoll_recv.
+ *  Like MPI's standard send: small messages complete eagerly, large ones
+ *  need the matching receive, so two ranks sending large messages to each
+ *  other with blocking calls deadlock (until RCOLL_TIMEOUT). */
+RCOLL_API rcoll_status_t rcoll_send(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** Receive `count` elements from `peer` (the count must match the send). */
+RCOLL_API rcoll_status_t rcoll_recv(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Non-blocking forms: the same arguments plus `req` last. They return       */
+/* RCOLL_OK once the operation is posted (buffers must stay valid and        */
+/* unmodified until it completes), or an error without setting *req.         */
+/* ------------------------------------------------------------------------ */
+
+RCOLL_API rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ibroadcast(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf,
+        void *recvbuf, size_t recvcount, rcoll_datatype_t dt, rcoll_op_t op,
+        rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_op_t op, int root,
+        rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm,
+        rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_isend(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_irecv(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+
+/** Non-blocking check. Sets *done to 1 once the operation has finished
+ *  (successfully or not) and returns its status; *done = 0 and RCOLL_OK while
+ *  it runs. Never frees the request: call rcoll_wait to free it.
+ *  Thread-safe. */
+RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done);
+
+/** Block until the operation finishes (bounded by RCOLL_TIMEOUT of no
+ *  progress), free the request and return the operation's status. */
+RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req);
+
+/* ------------------------------------------------------------------------ */
+/* Errors and sizes                                                          */
+/* ------------------------------------------------------------------------ */
+
+/** A constant string for a status ("invalid argument", ...). */
+RCOLL_API const char *rcoll_status_string(rcoll_status_t status);
+
+/** The message of the last error returned to this thread: names the call,
+ *  the rank, the peer and the cause. Thread-local; "" if none. */
+RCOLL_API const char *rcoll_last_error(void);
+
+/** Size in bytes of one element of `dt`, 0 for an invalid datatype. */
+RCOLL_API size_t rcoll_datatype_size(rcoll_datatype_t dt);
+
+/** The version string, e.g. "0.1.0". */
+RCOLL_API const char *rcoll_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RCOLL_H */

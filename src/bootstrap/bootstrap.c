@@ -1,0 +1,371 @@
+/* Bootstrap: root service, rendezvous and the socket ring. */
+#include "bootstrap.h"
+#include "util/params.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BOOT_MAGIC   0x72636f6cU /* "rcol" */
+#define BOOT_VERSION 1
+#define HELLO_ROOT   1
+#define HELLO_RING   2
+
+typedef struct {
+    uint32_t purpose;
+    int32_t rank;
+    int32_t nranks;
+    uint32_t info_size;
+} boot_hello_t;
+
+void rcoll_boot_id_pack(const rcoll_sockaddr_t *addr, const uint8_t secret[16],
+                        rcoll_unique_id_t *id)
+{
+    rcoll_boot_id_t *b = (rcoll_boot_id_t *)id->internal;
+    memset(id, 0, sizeof(*id));
+    b->magic = BOOT_MAGIC;
+    b->version = BOOT_VERSION;
+    b->family = addr->sa.sa_family;
+    if (addr->sa.sa_family == AF_INET) {
+        b->port = addr->sin.sin_port;
+        memcpy(b->addr, &addr->sin.sin_addr, 4);
+    } else {
+        b->port = addr->sin6.sin6_port;
+        memcpy(b->addr, &addr->sin6.sin6_addr, 16);
+    }
+    memcpy(b->secret, secret, 16);
+}
+
+rcoll_status_t rcoll_boot_id_unpack(const rcoll_unique_id_t *id,
+                                    rcoll_sockaddr_t *addr,
+                                    uint8_t secret[16])
+{
+    const rcoll_boot_id_t *b = (const rcoll_boot_id_t *)id->internal;
+    if (b->magic != BOOT_MAGIC || b->version != BOOT_VERSION ||
+        (b->family != AF_INET && b->family != AF_INET6) || b->port == 0)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "the unique id is not one made by "
+                                "rcoll_get_unique_id (bad magic/version/"
+                                "address)");
+    memset(addr, 0, sizeof(*addr));
+    addr->sa.sa_family = b->family;
+    if (b->family == AF_INET) {
+        addr->sin.sin_port = b->port;
+        memcpy(&addr->sin.sin_addr, b->addr, 4);
+    } else {
+        addr->sin6.sin6_port = b->port;
+        memcpy(&addr->sin6.sin6_addr, b->addr, 16);
+    }
+    memcpy(secret, b->secret, 16);
+    return RCOLL_OK;
+}
+
+uint64_t rcoll_host_hash(void)
+{
+    char buf[512] = {0};
+    uint8_t key[16] = {0};
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
+    if (f) {
+        n = fread(buf, 1, 64, f);
+        fclose(f);
+    }
+    snprintf(buf + n, sizeof(buf) - n, "%s", rcoll_hostname());
+    /* distinct network namespaces are distinct hosts for us */
+    char ns[64] = "";
+    ssize_t l = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+    if (l > 0) {
+        ns[l] = '\0';
+        strncat(buf, ns, sizeof(buf) - strlen(buf) - 1);
+    }
+    return rcoll_siphash(key, buf, strlen(buf));
+}
+
+/* ---- root service ---- */
+
+typedef struct {
+    int listen_fd;
+    uint8_t secret[16];
+    double timeout;
+} root_args_t;
+
+static void *root_thread(void *arg)
+{
+    root_args_t *a = arg;
+    int nranks = -1, joined = 0, *fds = NULL;
+    uint32_t info_size = 0;
+    char *infos = NULL;
+    double deadline = rcoll_time_sec() + a->timeout;
+
+    while (nranks < 0 || joined < nranks) {
+        int fd;
+        boot_hello_t h;
+        if (rcoll_sock_accept(a->listen_fd, deadline, &fd) != RCOLL_OK) {
+            rcoll_warn("bootstrap root: %d of %d ranks joined before "
+                       "RCOLL_TIMEOUT; giving up",
+                       joined, nranks);
+            goto out;
+        }
+        if (rcoll_sock_auth_accept(fd, a->secret, &h, sizeof(h), deadline) !=
+                RCOLL_OK ||
+            h.purpose != HELLO_ROOT) {
+            rcoll_warn("bootstrap root: dropped a connection: %s",
+                       rcoll_last_error());
+            close(fd);
+            continue;
+        }
+        if (nranks < 0) {
+            if (h.nranks < 1 || h.info_size == 0 || h.info_size > 4096) {
+                close(fd);
+                continue;
+            }
+            nranks = h.nranks;
+            info_size = h.info_size;
+            fds = calloc((size_t)nranks, sizeof(int));
+            infos = calloc((size_t)nranks, info_size);
+            if (!fds || !infos)
+                goto out;
+            for (int i = 0; i < nranks; i++)
+                fds[i] = -1;
+        }
+        if (h.nranks != nranks || h.info_size != info_size || h.rank < 0 ||
+            h.rank >= nranks || fds[h.rank] >= 0) {
+            rcoll_warn("bootstrap root: rank %d says nranks %d (expected %d) "
+                       "or joined twice; dropped",
+                       h.rank, h.nranks, nranks);
+            close(fd);
+            continue;
+        }
+        if (rcoll_sock_recv_all(fd, infos + (size_t)h.rank * info_size,
+                                info_size, deadline) != RCOLL_OK) {
+            close(fd);
+            continue;
+        }
+        fds[h.rank] = fd;
+        joined++;
+    }
+    for (int i = 0; i < nranks; i++)
+        rcoll_sock_send_all(fds[i], infos, (size_t)nranks * info_size,
+                            deadline);
+out:
+    if (fds)
+        for (int i = 0; i < nranks; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+    free(fds);
+    free(infos);
+    close(a->listen_fd);
+    free(a);
+    return NULL;
+}
+
+rcoll_status_t rcoll_boot_root_start(int listen_fd, const uint8_t secret[16],
+                                     double timeout)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    root_args_t *a = malloc(sizeof(*a));
+    if (!a) {
+        close(listen_fd);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap root: no memory");
+    }
+    a->listen_fd = listen_fd;
+    memcpy(a->secret, secret, 16);
+    a->timeout = timeout;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, root_thread, a);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        close(listen_fd);
+        free(a);
+        return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                "bootstrap root: pthread_create: %s",
+                                strerror(rc));
+    }
+    return RCOLL_OK;
+}
+
+/* ---- per rank ---- */
+
+static rcoll_status_t ring_accept(rcoll_bootstrap_t *bs, double deadline)
+{
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    for (;;) {
+        int fd;
+        boot_hello_t h;
+        rcoll_status_t st = rcoll_sock_accept(bs->listen_fd, deadline, &fd);
+        if (st != RCOLL_OK)
+            return rcoll__set_error(st, "bootstrap: rank %d did not connect "
+                                    "to rank %d: %s", prev, bs->rank,
+                                    rcoll_last_error());
+        st = rcoll_sock_auth_accept(fd, bs->secret, &h, sizeof(h), deadline);
+        if (st != RCOLL_OK || h.purpose != HELLO_RING || h.rank != prev) {
+            rcoll_warn("bootstrap: dropped a ring connection: %s",
+                       st != RCOLL_OK ? rcoll_last_error() : "wrong rank");
+            close(fd);
+            continue;
+        }
+        bs->prev_fd = fd;
+        return RCOLL_OK;
+    }
+}
+
+static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
+{
+    int next = (bs->rank + 1) % bs->nranks;
+    boot_hello_t h = {HELLO_RING, bs->rank, bs->nranks, 0};
+    char a[128];
+    rcoll_status_t st = rcoll_sock_connect(&bs->peers[next].boot_addr, deadline,
+                                           &bs->next_fd);
+    if (st == RCOLL_OK)
+        st = rcoll_sock_auth_connect(bs->next_fd, bs->secret, &h, sizeof(h),
+                                     deadline);
+    if (st != RCOLL_OK)
+        return rcoll__set_error(st, "bootstrap: rank %d cannot connect to "
+                                "rank %d at %s: %s", bs->rank, next,
+                                rcoll_sock_addr_str(&bs->peers[next].boot_addr,
+                                                    a, sizeof(a)),
+                                rcoll_last_error());
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
+                                    const rcoll_sockaddr_t *root,
+                                    const uint8_t secret[16], int rank,
+                                    int nranks)
+{
+    rcoll_boot_peer_t me;
+    rcoll_status_t st;
+    char ifname[64], a[128];
+    int fd = -1;
+    double deadline;
+
+    memset(bs, 0, sizeof(*bs));
+    bs->rank = rank;
+    bs->nranks = nranks;
+    bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
+    bs->timeout = rcoll_config.timeout;
+    bs->root_addr = *root;
+    memcpy(bs->secret, secret, 16);
+    deadline = rcoll_time_sec() + bs->timeout;
+
+    memset(&me, 0, sizeof(me));
+    st = rcoll_sock_pick_addr(root, &me.boot_addr, ifname, sizeof(ifname));
+    if (st != RCOLL_OK)
+        return st;
+    st = rcoll_sock_listen(&me.boot_addr, 0, &bs->listen_fd);
+    if (st != RCOLL_OK)
+        return st;
+    me.host_hash = rcoll_host_hash();
+    me.pid = (int32_t)getpid();
+    me.rank = rank;
+    snprintf(me.hostname, sizeof(me.hostname), "%s", rcoll_hostname());
+    rcoll_debug(RCOLL_SUBSYS_BOOT, "bootstrap: rank %d listens on %s (%s)",
+                rank, rcoll_sock_addr_str(&me.boot_addr, a, sizeof(a)), ifname);
+
+    bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));
+    if (!bs->peers) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
+        goto err;
+    }
+    /* rendezvous at the root */
+    boot_hello_t h = {HELLO_ROOT, rank, nranks, sizeof(me)};
+    st = rcoll_sock_connect(root, deadline, &fd);
+    if (st != RCOLL_OK) {
+        st = rcoll__set_error(st, "bootstrap: rank %d cannot reach the root "
+                              "at %s: %s", rank,
+                              rcoll_sock_addr_str(root, a, sizeof(a)),
+                              rcoll_last_error());
+        goto err;
+    }
+    st = rcoll_sock_auth_connect(fd, secret, &h, sizeof(h), deadline);
+    if (st == RCOLL_OK)
+        st = rcoll_sock_send_all(fd, &me, sizeof(me), deadline);
+    if (st == RCOLL_OK)
+        st = rcoll_sock_recv_all(fd, bs->peers, (size_t)nranks * sizeof(me),
+                                 deadline);
+    close(fd);
+    if (st != RCOLL_OK) {
+        st = rcoll__set_error(st, "bootstrap: rank %d: rendezvous at %s "
+                              "failed: %s (did every rank start, with the "
+                              "same size and secret?)", rank,
+                              rcoll_sock_addr_str(root, a, sizeof(a)),
+                              rcoll_last_error());
+        goto err;
+    }
+    for (int i = 0; i < nranks; i++) {
+        if (bs->peers[i].rank != i) {
+            st = rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                  "bootstrap: bad rendezvous table");
+            goto err;
+        }
+    }
+    if (nranks > 1) {
+        /* rank 0 accepts first so that the connect chain unwinds */
+        if (rank == 0) {
+            st = ring_accept(bs, deadline);
+            if (st == RCOLL_OK)
+                st = ring_connect(bs, deadline);
+        } else {
+            st = ring_connect(bs, deadline);
+            if (st == RCOLL_OK)
+                st = ring_accept(bs, deadline);
+        }
+        if (st != RCOLL_OK)
+            goto err;
+    }
+    return RCOLL_OK;
+err:
+    rcoll_bootstrap_finalize(bs);
+    return st;
+}
+
+rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
+                                         size_t size)
+{
+    char *b = buf;
+    int n = bs->nranks, r = bs->rank;
+    double deadline = rcoll_time_sec() + bs->timeout;
+    for (int s = 0; s < n - 1; s++) {
+        int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
+        rcoll_status_t st =
+            rcoll_sock_send_all(bs->next_fd, b + (size_t)sb * size, size,
+                                deadline);
+        if (st == RCOLL_OK)
+            st = rcoll_sock_recv_all(bs->prev_fd, b + (size_t)rb * size, size,
+                                     deadline);
+        if (st != RCOLL_OK)
+            return rcoll__set_error(st, "bootstrap all-gather: rank %d, step "
+                                    "%d (next %d, prev %d): %s", r, s,
+                                    (r + 1) % n, (r + n - 1) % n,
+                                    rcoll_last_error());
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *bs)
+{
+    char *tmp = calloc((size_t)bs->nranks, 1);
+    if (!tmp)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
+    rcoll_status_t st = rcoll_bootstrap_allgather(bs, tmp, 1);
+    free(tmp);
+    return st;
+}
+
+void rcoll_bootstrap_finalize(rcoll_bootstrap_t *bs)
+{
+    if (bs->next_fd >= 0)
+        close(bs->next_fd);
+    if (bs->prev_fd >= 0)
+        close(bs->prev_fd);
+    if (bs->listen_fd >= 0)
+        close(bs->listen_fd);
+    bs->next_fd = bs->prev_fd = bs->listen_fd = -1;
+    free(bs->peers);
+    bs->peers = NULL;
+}

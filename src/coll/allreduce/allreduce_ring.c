@@ -1,0 +1,50 @@
+/* Ring all-reduce = ring reduce-scatter + ring all-gather, pipelined by
+ * chunks. Rank r sends block (r - s) mod n at step s and receives block
+ * (r - s - 1) mod n, reducing in steps 0..n-2 (AVG divides in the last
+ * of them) and copying in steps n-1..2n-3. Each send waits only for the same
+ * chunk of the previous step's receive, so chunks flow around the ring
+ * while later ones are still arriving. Out of place, the local operand is
+ * always read from sendbuf and results land in recvbuf. */
+#include "coll/sched.h"
+#include <string.h>
+
+rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = e->nranks, r = e->rank;
+    size_t dts = rcoll_datatype_size(s->dt);
+    char *out = s->recvbuf;
+    const char *in = s->sendbuf;
+    rcoll_status_t st;
+
+    if (n == 1) {
+        if (in != out && s->count)
+            memcpy(out, in, s->count * dts);
+        return RCOLL_OK;
+    }
+    for (int step = 0; step < 2 * (n - 1); step++) {
+        coll_step_t t;
+        size_t soff, slen, roff, rlen;
+        int sb = ((r - step) % n + n) % n, rb = ((r - step - 1) % n + n) % n;
+        coll_block(s->count, n, sb, &soff, &slen);
+        coll_block(s->count, n, rb, &roff, &rlen);
+        coll_sched_step_init(&t);
+        t.send_peer = (r + 1) % n;
+        /* step 0 sends our own contribution; later steps what we reduced */
+        t.send_buf = (step == 0 ? in : out) + soff * dts;
+        t.send_bytes = slen * dts;
+        t.send_dep = step - 1;
+        t.recv_peer = (r - 1 + n) % n;
+        t.recv_dst = out + roff * dts;
+        t.recv_local = in + roff * dts;
+        t.recv_bytes = rlen * dts;
+        if (step < n - 2)
+            t.recv_mode = RECV_REDUCE;
+        else if (step == n - 2)
+            t.recv_mode = s->op == RCOLL_AVG ? RECV_REDUCE_AVG : RECV_REDUCE;
+        else
+            t.recv_mode = RECV_COPY;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+    }
+    return RCOLL_OK;
+}

@@ -1,0 +1,53 @@
+/* Pipelined chain reduce toward the root: position p = (rank - root) mod n;
+ * the last position sends its data to p - 1, every middle position adds its
+ * own and forwards chunk by chunk, the root adds its own into recvbuf (AVG
+ * divides there). Non-roots never touch recvbuf: partial sums go through a
+ * scratch buffer. */
+#include "coll/sched.h"
+#include <stdlib.h>
+#include <string.h>
+
+rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = e->nranks, r = e->rank;
+    int pos = (r - s->root + n) % n;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    coll_step_t t;
+    rcoll_status_t st;
+
+    if (n == 1) {
+        if (bytes && s->sendbuf != s->recvbuf)
+            memcpy(s->recvbuf, s->sendbuf, bytes);
+        return RCOLL_OK;
+    }
+    if (pos == n - 1) {
+        coll_sched_step_init(&t);
+        t.send_peer = (r - 1 + n) % n;
+        t.send_buf = s->sendbuf;
+        t.send_bytes = bytes;
+        return coll_sched_add(s, &t);
+    }
+    coll_sched_step_init(&t);
+    t.recv_peer = (r + 1) % n;
+    t.recv_local = s->sendbuf;
+    t.recv_bytes = bytes;
+    if (pos == 0) {
+        t.recv_dst = s->recvbuf;
+        t.recv_mode = s->op == RCOLL_AVG ? RECV_REDUCE_AVG : RECV_REDUCE;
+        return coll_sched_add(s, &t);
+    }
+    if (bytes && !(s->scratch = malloc(bytes)))
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                "reduce: no memory for %zu scratch bytes",
+                                bytes);
+    t.recv_dst = s->scratch;
+    t.recv_mode = RECV_REDUCE;
+    if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+        return st;
+    coll_sched_step_init(&t);
+    t.send_peer = (r - 1 + n) % n;
+    t.send_buf = s->scratch;
+    t.send_bytes = bytes;
+    t.send_dep = 0;
+    return coll_sched_add(s, &t);
+}

@@ -1,0 +1,53 @@
+/* Ring reduce-scatter: at step s rank r sends block (r - s - 1) mod n and
+ * receives block (r - s - 2) mod n, adding its own contribution, so after
+ * n - 1 steps it holds the full reduction of block r. Partial sums travel
+ * through a scratch buffer of one block per step (the user's recvbuf holds
+ * only block r); the last step reduces straight into recvbuf. */
+#include "coll/sched.h"
+#include <stdlib.h>
+#include <string.h>
+
+rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = e->nranks, r = e->rank;
+    size_t dts = rcoll_datatype_size(s->dt);
+    size_t bytes = s->count * dts; /* per block */
+    const char *in = s->sendbuf;
+    rcoll_status_t st;
+
+    if (n == 1) {
+        if (bytes && in != s->recvbuf)
+            memcpy(s->recvbuf, in, bytes);
+        return RCOLL_OK;
+    }
+    if (bytes && n > 2) {
+        s->scratch = malloc(bytes * (size_t)(n - 2));
+        if (!s->scratch)
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                    "reduce_scatter: no memory for %zu "
+                                    "scratch bytes", bytes * (size_t)(n - 2));
+    }
+    for (int step = 0; step < n - 1; step++) {
+        coll_step_t t;
+        int sb = ((r - step - 1) % n + n) % n, rb = ((r - step - 2) % n + n) % n;
+        coll_sched_step_init(&t);
+        t.send_peer = (r + 1) % n;
+        t.send_buf = step == 0 ? in + (size_t)sb * bytes
+                               : s->scratch + (size_t)(step - 1) * bytes;
+        t.send_bytes = bytes;
+        t.send_dep = step - 1;
+        t.recv_peer = (r - 1 + n) % n;
+        t.recv_local = in + (size_t)rb * bytes;
+        t.recv_bytes = bytes;
+        if (step == n - 2) {
+            t.recv_dst = s->recvbuf;
+            t.recv_mode = s->op == RCOLL_AVG ? RECV_REDUCE_AVG : RECV_REDUCE;
+        } else {
+            t.recv_dst = s->scratch + (size_t)step * bytes;
+            t.recv_mode = RECV_REDUCE;
+        }
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+    }
+    return RCOLL_OK;
+}

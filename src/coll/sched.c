@@ -1,0 +1,216 @@
+/* The schedule executor: streams chunks through the transport. */
+#include "sched.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *coll_kind_name(coll_kind_t k)
+{
+    switch (k) {
+    case COLL_ALLREDUCE:      return "allreduce";
+    case COLL_ALLGATHER:      return "allgather";
+    case COLL_BROADCAST:      return "broadcast";
+    case COLL_REDUCE_SCATTER: return "reduce_scatter";
+    case COLL_REDUCE:         return "reduce";
+    case COLL_BARRIER:        return "barrier";
+    case COLL_SEND:           return "send";
+    case COLL_RECV:           return "recv";
+    }
+    return "unknown";
+}
+
+void coll_sched_step_init(coll_step_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->send_peer = st->recv_peer = st->send_dep = -1;
+}
+
+rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step)
+{
+    if (s->nsteps == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 8;
+        coll_step_t *n = realloc(s->steps, (size_t)cap * sizeof(*n));
+        if (!n)
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                    "%s: no memory for the schedule",
+                                    coll_kind_name(s->kind));
+        s->steps = n;
+        s->cap = cap;
+    }
+    s->steps[s->nsteps++] = *step;
+    return RCOLL_OK;
+}
+
+void coll_sched_free(coll_sched_t *s)
+{
+    free(s->steps);
+    free(s->recv_done);
+    free(s->scratch);
+    s->steps = NULL;
+    s->recv_done = NULL;
+    s->scratch = NULL;
+}
+
+void coll_sched_send_done(coll_sched_t *s)
+{
+    s->sends_inflight--;
+}
+
+static int nchunks(const coll_sched_t *s, size_t bytes)
+{
+    if (bytes == 0)
+        return s->kind == COLL_BARRIER ? 1 : 0;
+    return (int)((bytes + s->chunk - 1) / s->chunk);
+}
+
+static uint32_t sched_kind_word(const coll_sched_t *s)
+{
+    coll_kind_t k = s->kind == COLL_RECV ? COLL_SEND : s->kind;
+    return (uint32_t)k | (uint32_t)s->dt << 8 | (uint32_t)s->op << 16;
+}
+
+static void describe(const coll_sched_t *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s #%llu (count %zu, %s, %s, root/peer %d, %s)",
+             coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,
+             rcoll_datatype_name(s->dt), rcoll_op_name(s->op), s->root,
+             s->algo ? s->algo : "-");
+}
+
+static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
+                               int peer, const rcoll_msg_hdr_t *h,
+                               size_t expect_len)
+{
+    char mine[256];
+    unsigned k = h->kind & 0xff, dt = (h->kind >> 8) & 0xff,
+             op = (h->kind >> 16) & 0xff;
+    describe(s, mine, sizeof(mine));
+    return rcoll__set_error(
+        RCOLL_ERR_MISMATCH,
+        "rank %d in %s received from rank %d a message of %s #%llu (count "
+        "%llu, %s, %s, root/peer %u, %u bytes, expected %zu): the ranks "
+        "called different operations or counts",
+        e->rank, mine, peer, coll_kind_name((coll_kind_t)k),
+        (unsigned long long)h->seq, (unsigned long long)h->total,
+        rcoll_datatype_name((rcoll_datatype_t)dt),
+        rcoll_op_name((rcoll_op_t)op), h->step, h->len, expect_len);
+}
+
+static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
+                                 rcoll_status_t st, int peer, const char *dir)
+{
+    char mine[256], cause[512];
+    describe(s, mine, sizeof(mine));
+    snprintf(cause, sizeof(cause), "%s", rcoll_last_error());
+    return rcoll__set_error(st, "rank %d in %s: %s rank %d (%s pid %d) "
+                            "failed: %s", e->rank, mine, dir, peer,
+                            e->peers[peer].hostname, e->peers[peer].pid,
+                            cause[0] ? cause : rcoll_status_string(st));
+}
+
+rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
+                                   int *progressed)
+{
+    rcoll_status_t st;
+    size_t dts = rcoll_datatype_size(s->dt);
+    if (!s->recv_done) {
+        s->recv_done = calloc((size_t)(s->nsteps ? s->nsteps : 1), sizeof(int));
+        if (!s->recv_done)
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    }
+    for (;;) {
+        int moved = 0;
+        /* receives */
+        while (s->r_step < s->nsteps) {
+            coll_step_t *t = &s->steps[s->r_step];
+            int nch = t->recv_peer >= 0 ? nchunks(s, t->recv_bytes) : 0;
+            if (s->r_chunk >= nch) {
+                s->r_step++;
+                s->r_chunk = 0;
+                continue;
+            }
+            const rcoll_msg_hdr_t *h;
+            const void *payload;
+            st = e->tl->recv_peek(e->eps[t->recv_peer], &h, &payload);
+            if (st == RCOLL_INPROGRESS) {
+                s->waiting_peer = t->recv_peer;
+                s->waiting_for = "data from";
+                break;
+            }
+            if (st != RCOLL_OK)
+                return peer_error(s, e, st, t->recv_peer, "receiving from");
+            size_t off = (size_t)s->r_chunk * s->chunk;
+            size_t len = RCOLL_MIN(s->chunk, t->recv_bytes - off);
+            if (h->kind != sched_kind_word(s) || h->total != s->count ||
+                h->len != len ||
+                (s->kind != COLL_RECV && h->seq != s->seq) ||
+                (s->kind != COLL_RECV && h->step != (uint32_t)s->root))
+                return mismatch(s, e, t->recv_peer, h, len);
+            switch (t->recv_mode) {
+            case RECV_COPY:
+                if (len)
+                    memcpy(t->recv_dst + off, payload, len);
+                break;
+            case RECV_REDUCE:
+                s->reduce(t->recv_dst + off, t->recv_local + off, payload,
+                          len / dts);
+                break;
+            case RECV_REDUCE_AVG:
+                rcoll_reduce_avg_final(s->dt, t->recv_dst + off,
+                                       t->recv_local + off, payload,
+                                       len / dts, e->nranks);
+                break;
+            case RECV_DISCARD:
+                break;
+            }
+            e->tl->recv_release(e->eps[t->recv_peer]);
+            s->recv_done[s->r_step]++;
+            s->r_chunk++;
+            moved = 1;
+        }
+        /* sends */
+        while (s->s_step < s->nsteps) {
+            coll_step_t *t = &s->steps[s->s_step];
+            int nch = t->send_peer >= 0 ? nchunks(s, t->send_bytes) : 0;
+            if (s->s_chunk >= nch) {
+                s->s_step++;
+                s->s_chunk = 0;
+                continue;
+            }
+            if (t->send_dep >= 0 && s->recv_done[t->send_dep] <= s->s_chunk)
+                break; /* waits for our own receive */
+            size_t off = (size_t)s->s_chunk * s->chunk;
+            rcoll_msg_hdr_t h = {
+                .seq = s->kind == COLL_SEND ? 0 : s->seq,
+                .kind = sched_kind_word(s),
+                .step = (uint32_t)s->root,
+                .chunk = (uint32_t)s->s_chunk,
+                .len = (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off),
+                .total = s->count};
+            s->sends_inflight++;
+            st = e->tl->send(e->eps[t->send_peer], &h, t->send_buf + off, s);
+            if (st == RCOLL_INPROGRESS) {
+                s->sends_inflight--;
+                s->waiting_peer = t->send_peer;
+                s->waiting_for = "credits (free receive slots) from";
+                break;
+            }
+            if (st != RCOLL_OK) {
+                s->sends_inflight--;
+                return peer_error(s, e, st, t->send_peer, "sending to");
+            }
+            s->s_chunk++;
+            moved = 1;
+        }
+        if (moved)
+            *progressed = 1;
+        else
+            break;
+    }
+    if (s->r_step >= s->nsteps && s->s_step >= s->nsteps) {
+        if (s->sends_inflight == 0)
+            return RCOLL_OK;
+        s->waiting_for = "its sends to drain to";
+    }
+    return RCOLL_INPROGRESS;
+}

@@ -1,0 +1,119 @@
+/* A collective expands into a schedule: a list of steps, each with at most
+ * one send and one receive of a contiguous byte range, cut into chunks of
+ * the transport's slot size. The executor streams chunks: sends go out in
+ * (step, chunk) order, receives complete in (step, chunk) order, and a send
+ * may wait for the same chunk of an earlier step's receive (send_dep), which
+ * pipelines rings and chains. Algorithms only build steps; they never see a
+ * transport. */
+#ifndef RCOLL_SCHED_H
+#define RCOLL_SCHED_H
+
+#include "transport/transport.h"
+#include "reduce/reduce.h"
+
+typedef enum {
+    COLL_ALLREDUCE = 1, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER,
+    COLL_REDUCE, COLL_BARRIER, COLL_SEND, COLL_RECV
+} coll_kind_t;
+
+typedef enum {
+    RECV_COPY = 0,     /* dst = incoming */
+    RECV_REDUCE,       /* dst = local op incoming */
+    RECV_REDUCE_AVG,   /* dst = (local + incoming) / nranks: AVG's last step */
+    RECV_DISCARD       /* only the arrival matters (barrier) */
+} recv_mode_t;
+
+typedef struct {
+    int send_peer;          /* -1: no send in this step */
+    const char *send_buf;
+    size_t send_bytes;
+    int send_dep;           /* step whose receive of chunk c must finish
+                               before chunk c is sent; -1 none */
+    int recv_peer;          /* -1: no receive */
+    char *recv_dst;
+    const char *recv_local; /* RECV_REDUCE*: the local operand */
+    size_t recv_bytes;
+    recv_mode_t recv_mode;
+} coll_step_t;
+
+/* What a schedule needs to know of its communicator. */
+typedef struct {
+    int rank;
+    int nranks;
+    size_t chunk_size;
+    const rcoll_tl_ops_t *tl;
+    rcoll_tl_ep_t **eps;
+    const rcoll_boot_peer_t *peers;
+} coll_env_t;
+
+typedef struct coll_sched {
+    /* the call */
+    coll_kind_t kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    int root;               /* root, or peer for send/recv */
+    uint64_t seq;
+    const char *algo;
+    /* the plan */
+    coll_step_t *steps;
+    int nsteps, cap;
+    size_t chunk;           /* bytes per chunk, a multiple of the type size */
+    char *scratch;          /* owned temporary */
+    /* execution */
+    int s_step, s_chunk;    /* next send */
+    int r_step, r_chunk;    /* next receive */
+    int *recv_done;         /* per step: chunks received */
+    int sends_inflight;
+    int waiting_peer;       /* for diagnostics */
+    const char *waiting_for;
+    rcoll_reduce_fn_t reduce;
+} coll_sched_t;
+
+rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step);
+void coll_sched_step_init(coll_step_t *st);
+/* Runs what can run now. RCOLL_OK: finished; RCOLL_INPROGRESS: not yet;
+ * an error (message set) otherwise. *progressed is set if anything moved. */
+rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *env,
+                                   int *progressed);
+void coll_sched_send_done(coll_sched_t *s);
+void coll_sched_free(coll_sched_t *s);
+const char *coll_kind_name(coll_kind_t k);
+
+/* Block b of n over count elements: offset and length in elements. */
+static inline void coll_block(size_t count, int n, int b, size_t *off,
+                              size_t *len)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    size_t ub = (size_t)b;
+    *off = ub * base + (ub < rem ? ub : rem);
+    *len = base + (ub < rem ? 1 : 0);
+}
+
+/* ---- algorithms: each fills the schedule's steps ---- */
+typedef rcoll_status_t (*coll_algo_fn_t)(coll_sched_t *s, const coll_env_t *e);
+typedef struct {
+    coll_kind_t kind;
+    const char *name;
+    coll_algo_fn_t build;
+    const char *doc;
+} coll_algo_t;
+
+extern const coll_algo_t coll_algos[];
+/* Picks the algorithm for this call (RCOLL_ALGO overrides), builds it. */
+rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env);
+rcoll_status_t coll_algo_check_config(void);
+
+rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
+
+#endif

@@ -1,0 +1,97 @@
+/* The algorithm table and the choice per call. The foundation choice is
+ * simple and documented: one algorithm per collective, except broadcast
+ * (binomial tree up to RCOLL_BCAST_TREE_MAX bytes, chain above).
+ * RCOLL_ALGO=coll:name,... forces one. */
+#include "sched.h"
+#include "util/params.h"
+#include <stdio.h>
+#include <string.h>
+
+const coll_algo_t coll_algos[] = {
+    {COLL_ALLREDUCE, "ring", coll_allreduce_ring,
+     "pipelined ring: reduce-scatter then all-gather"},
+    {COLL_ALLGATHER, "ring", coll_allgather_ring, "pipelined ring"},
+    {COLL_BROADCAST, "tree", coll_broadcast_tree,
+     "binomial tree, chunk-pipelined (small messages)"},
+    {COLL_BROADCAST, "chain", coll_broadcast_chain,
+     "pipelined chain from the root (large messages)"},
+    {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, "pipelined ring"},
+    {COLL_REDUCE, "chain", coll_reduce_chain,
+     "pipelined chain toward the root"},
+    {COLL_BARRIER, "dissemination", coll_barrier_dissemination,
+     "dissemination, ceil(log2 n) rounds"},
+    {COLL_SEND, "direct", coll_send_direct, "chunked through the slots"},
+    {COLL_RECV, "direct", coll_recv_direct, "chunked through the slots"},
+    {0, NULL, NULL, NULL},
+};
+
+/* The algorithm RCOLL_ALGO names for this collective, or NULL. */
+static const coll_algo_t *forced(coll_kind_t kind)
+{
+    const char *spec = rcoll_config.algo;
+    const char *kname = coll_kind_name(kind);
+    size_t kl = strlen(kname);
+    while (spec && *spec) {
+        const char *end = strchr(spec, ',');
+        size_t len = end ? (size_t)(end - spec) : strlen(spec);
+        if (len > kl && !strncmp(spec, kname, kl) && spec[kl] == ':') {
+            for (const coll_algo_t *a = coll_algos; a->name; a++)
+                if (a->kind == kind && strlen(a->name) == len - kl - 1 &&
+                    !strncmp(a->name, spec + kl + 1, len - kl - 1))
+                    return a;
+        }
+        spec = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
+{
+    const coll_algo_t *a = forced(s->kind);
+    size_t dts = rcoll_datatype_size(s->dt);
+    if (!a) {
+        const char *want = NULL;
+        if (s->kind == COLL_BROADCAST)
+            want = s->count * dts <= rcoll_config.bcast_tree_max ? "tree"
+                                                                 : "chain";
+        for (const coll_algo_t *x = coll_algos; x->name; x++)
+            if (x->kind == s->kind && (!want || !strcmp(x->name, want))) {
+                a = x;
+                break;
+            }
+    }
+    if (!a)
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "no algorithm for %s",
+                                coll_kind_name(s->kind));
+    s->algo = a->name;
+    s->chunk = (env->chunk_size / dts) * dts;
+    s->reduce = rcoll_reduce_get(s->dt, s->op);
+    rcoll_debug(RCOLL_SUBSYS_TUNE, "%s #%llu count %zu %s: algorithm %s",
+                coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,
+                rcoll_datatype_name(s->dt), a->name);
+    return a->build(s, env);
+}
+
+/* Validates RCOLL_ALGO once at init: every entry must name a real pair. */
+rcoll_status_t coll_algo_check_config(void)
+{
+    const char *spec = rcoll_config.algo;
+    while (spec && *spec) {
+        const char *end = strchr(spec, ',');
+        size_t len = end ? (size_t)(end - spec) : strlen(spec);
+        int ok = 0;
+        for (const coll_algo_t *a = coll_algos; a->name && !ok; a++) {
+            char buf[128];
+            snprintf(buf, sizeof(buf), "%s:%s", coll_kind_name(a->kind),
+                     a->name);
+            ok = strlen(buf) == len && !strncmp(buf, spec, len);
+        }
+        if (!ok)
+            return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                    "RCOLL_ALGO: unknown entry \"%.*s\" "
+                                    "(rcoll-info -a lists collective:algorithm "
+                                    "pairs)", (int)len, spec);
+        spec = end ? end + 1 : NULL;
+    }
+    return RCOLL_OK;
+}

@@ -1,0 +1,504 @@
+/* Communicator lifetime and the progress engine.
+ *
+ * Each communicator owns one progress thread. Callers post requests to a
+ * FIFO (the order every rank agrees on); the thread runs the head request's
+ * schedule, dispatches socket events from one epoll set, and blocks in
+ * epoll_wait when nothing moves, so idle ranks that share cores cost
+ * nothing. It enforces RCOLL_TIMEOUT (no progress for that long fails the
+ * communicator, naming the rank waited for) and turns a broken link into an
+ * error of every queued request. Why a thread rather than caller-driven
+ * progress: non-blocking collectives must advance while the caller computes
+ * (PyTorch DDP overlaps all-reduce with backward), dead peers must be noticed
+ * without the caller polling, and deadlines must hold even if the caller
+ * never calls rcoll_test. */
+#include "core.h"
+#include "util/params.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* ---- errors ---- */
+
+/* Records the communicator's first error (caller holds the lock). */
+static void comm_set_error_locked(struct rcoll_comm *c, rcoll_status_t st,
+                                  const char *msg)
+{
+    if (c->error != RCOLL_OK)
+        return;
+    c->error = st;
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
+    rcoll_warn("rank %d: communicator failed: %s", c->rank, msg);
+}
+
+static void tl_send_done(void *arg, void *cookie)
+{
+    coll_sched_send_done((coll_sched_t *)cookie);
+}
+
+static void tl_peer_failed(void *arg, int peer, rcoll_status_t st,
+                           const char *msg)
+{
+    struct rcoll_comm *c = arg;
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "rank %d: peer %s", c->rank, msg);
+    pthread_mutex_lock(&c->lock);
+    comm_set_error_locked(c, st, buf);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void wakeup_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_comm *c =
+        (struct rcoll_comm *)((char *)h - offsetof(struct rcoll_comm,
+                                                   ev_wakeup));
+    uint64_t v;
+    while (read(c->evfd, &v, sizeof(v)) > 0)
+        ;
+}
+
+static void comm_wake(struct rcoll_comm *c)
+{
+    uint64_t one = 1;
+    if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        rcoll_warn("eventfd write: %s", strerror(errno));
+}
+
+/* ---- the progress thread ---- */
+
+static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
+                              rcoll_status_t st, const char *msg)
+{
+    r->status = st;
+    if (st != RCOLL_OK)
+        snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg);
+    r->done = 1;
+    /* the schedule's buffers are no longer needed */
+    coll_sched_free(&r->sched);
+    if (c->qhead == r) {
+        c->qhead = r->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+    }
+    pthread_cond_broadcast(&c->cond);
+}
+
+static void fail_all_locked(struct rcoll_comm *c)
+{
+    while (c->qhead) {
+        struct rcoll_request *r = c->qhead;
+        req_finish_locked(c, r, c->error, c->errmsg);
+    }
+}
+
+static void timeout_check(struct rcoll_comm *c, struct rcoll_request *r,
+                          double now)
+{
+    if (now - r->last_progress < rcoll_config.timeout)
+        return;
+    coll_sched_t *s = &r->sched;
+    char msg[1024];
+    int p = s->waiting_peer;
+    snprintf(msg, sizeof(msg), "rank %d: %s #%llu (count %zu, %s) made no "
+             "progress for %g s (RCOLL_TIMEOUT): waiting for %s rank %d "
+             "(%s pid %d) at step %d, chunk %d",
+             c->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
+             s->count, rcoll_datatype_name(s->dt), rcoll_config.timeout,
+             s->waiting_for ? s->waiting_for : "?", p,
+             p >= 0 ? c->bs.peers[p].hostname : "?",
+             p >= 0 ? c->bs.peers[p].pid : -1,
+             s->r_step < s->nsteps ? s->r_step : s->s_step,
+             s->r_step < s->nsteps ? s->r_chunk : s->s_chunk);
+    pthread_mutex_lock(&c->lock);
+    comm_set_error_locked(c, RCOLL_ERR_TIMEOUT, msg);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void *progress_thread(void *arg)
+{
+    struct rcoll_comm *c = arg;
+    struct epoll_event evs[64];
+    int idle_ms = 0;
+
+    rcoll__log_rank = c->rank;
+    for (;;) {
+        struct rcoll_request *r;
+        int progressed = 0;
+
+        pthread_mutex_lock(&c->lock);
+        if (c->error != RCOLL_OK)
+            fail_all_locked(c);
+        r = c->qhead;
+        if (!r && c->stop) {
+            pthread_mutex_unlock(&c->lock);
+            break;
+        }
+        pthread_mutex_unlock(&c->lock);
+
+        if (r) {
+            rcoll_status_t st;
+            double now = rcoll_time_sec();
+            if (!r->started) {
+                r->started = 1;
+                r->last_progress = now;
+                st = coll_sched_build(&r->sched, &c->env);
+                if (st == RCOLL_OK)
+                    st = coll_sched_progress(&r->sched, &c->env, &progressed);
+            } else {
+                st = coll_sched_progress(&r->sched, &c->env, &progressed);
+            }
+            if (progressed)
+                r->last_progress = now;
+            if (st != RCOLL_INPROGRESS) {
+                char msg[1024];
+                snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+                pthread_mutex_lock(&c->lock);
+                /* a broken link or a mismatch poisons the communicator: the
+                 * ranks no longer agree on what comes next */
+                if (st != RCOLL_OK)
+                    comm_set_error_locked(c, st, msg);
+                req_finish_locked(c, r, st, msg);
+                pthread_mutex_unlock(&c->lock);
+                continue;
+            }
+            timeout_check(c, r, now);
+        }
+        /* wait for I/O: poll without blocking while things move, then
+         * block (bounded, so that deadlines are checked) */
+        int ms = progressed ? 0 : (r ? 100 : 1000);
+        if (!progressed && idle_ms < 2 && r)
+            ms = 0; /* one more cheap look before sleeping */
+        idle_ms = progressed ? 0 : idle_ms + 1;
+        int n = epoll_wait(c->epfd, evs, 64, ms);
+        for (int i = 0; i < n; i++) {
+            rcoll_ev_handler_t *h = evs[i].data.ptr;
+            h->cb(h, evs[i].events);
+        }
+        if (c->tl && c->tl->progress)
+            c->tl->progress(c->tl_ctx);
+    }
+    return NULL;
+}
+
+/* ---- lifetime ---- */
+
+static void comm_free(struct rcoll_comm *c)
+{
+    if (c->epfd >= 0)
+        close(c->epfd);
+    if (c->evfd >= 0)
+        close(c->evfd);
+    free(c->eps);
+    rcoll_bootstrap_finalize(&c->bs);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+void rcoll__comm_release(struct rcoll_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int left = --c->refs;
+    pthread_mutex_unlock(&c->lock);
+    if (left == 0)
+        comm_free(c);
+}
+
+static rcoll_status_t pick_transport(struct rcoll_comm *c)
+{
+    char why[256];
+    for (int i = 0; rcoll_transports[i]; i++) {
+        const rcoll_tl_ops_t *t = rcoll_transports[i];
+        if (!rcoll_config_name_allowed(rcoll_config.transports, t->name))
+            continue;
+        why[0] = '\0';
+        if (!t->usable(why, sizeof(why))) {
+            rcoll_info(RCOLL_SUBSYS_INIT, "transport %s not usable: %s",
+                       t->name, why);
+            continue;
+        }
+        c->tl = t;
+        return RCOLL_OK;
+    }
+    return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                            "no usable transport (RCOLL_TRANSPORTS=%s)",
+                            rcoll_config.transports ? rcoll_config.transports
+                                                    : "");
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
+                                              const rcoll_unique_id_t *id,
+                                              int rank)
+{
+    struct rcoll_comm *c;
+    rcoll_sockaddr_t root;
+    uint8_t secret[16];
+    rcoll_status_t st;
+
+    rcoll__clear_error();
+    if ((st = rcoll_config_init()) != RCOLL_OK)
+        return st;
+    if ((st = coll_algo_check_config()) != RCOLL_OK)
+        return st;
+    if (!comm || !id)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_init_rank: %s is NULL",
+                                !comm ? "comm" : "id");
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_init_rank: rank %d / nranks %d "
+                                "out of range", rank, nranks);
+    if ((st = rcoll_boot_id_unpack(id, &root, secret)) != RCOLL_OK)
+        return rcoll__set_error(st, "rcoll_comm_init_rank: %s",
+                                rcoll_last_error());
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                "rcoll_comm_init_rank: no memory");
+    c->rank = rank;
+    c->nranks = nranks;
+    c->refs = 1;
+    c->epfd = c->evfd = -1;
+    c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    rcoll__log_rank = rank;
+
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->epfd < 0 || c->evfd < 0) {
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "rcoll_comm_init_rank: "
+                              "epoll/eventfd: %s", strerror(errno));
+        goto err;
+    }
+    c->ev_wakeup.cb = wakeup_event;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->ev_wakeup};
+    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev);
+
+    if ((st = pick_transport(c)) != RCOLL_OK)
+        goto err;
+    st = rcoll_bootstrap_init(&c->bs, &root, secret, rank, nranks);
+    if (st != RCOLL_OK)
+        goto err;
+    c->eps = calloc((size_t)nranks, sizeof(*c->eps));
+    if (!c->eps) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+        goto err;
+    }
+    c->tl_events.arg = c;
+    c->tl_events.send_done = tl_send_done;
+    c->tl_events.peer_failed = tl_peer_failed;
+    rcoll_tl_params_t tp = {
+        .rank = rank, .nranks = nranks, .secret = secret, .bs = &c->bs,
+        .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
+        .nslots = rcoll_config.nslots, .ev = &c->tl_events};
+    st = c->tl->ctx_create(&tp, &c->tl_ctx, c->eps);
+    if (st != RCOLL_OK)
+        goto err;
+    c->env.rank = rank;
+    c->env.nranks = nranks;
+    c->env.chunk_size = rcoll_config.chunk_size;
+    c->env.tl = c->tl;
+    c->env.eps = c->eps;
+    c->env.peers = c->bs.peers;
+
+    int rc = pthread_create(&c->thread, NULL, progress_thread, c);
+    if (rc != 0) {
+        c->tl->ctx_destroy(c->tl_ctx, 1);
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "pthread_create: %s",
+                              strerror(rc));
+        goto err;
+    }
+    c->thread_started = 1;
+    rcoll_info(RCOLL_SUBSYS_INIT, "rank %d of %d ready: transport %s, "
+               "chunk %zu bytes, %d slots", rank, nranks, c->tl->name,
+               rcoll_config.chunk_size, rcoll_config.nslots);
+    *comm = c;
+    return RCOLL_OK;
+err:
+    {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        comm_free(c);
+        return rcoll__set_error(st, "rcoll_comm_init_rank (rank %d of %d): "
+                                "%s", rank, nranks, msg);
+    }
+}
+
+RCOLL_API rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
+{
+    rcoll_sockaddr_t addr;
+    uint8_t secret[16];
+    char ifname[64];
+    int fd;
+    rcoll_status_t st;
+
+    rcoll__clear_error();
+    if ((st = rcoll_config_init()) != RCOLL_OK)
+        return st;
+    if (!id)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_get_unique_id: id is NULL");
+    if ((st = rcoll_random_bytes(secret, sizeof(secret))) != RCOLL_OK)
+        return rcoll__set_error(st, "rcoll_get_unique_id: no random bytes");
+    st = rcoll_sock_pick_addr(NULL, &addr, ifname, sizeof(ifname));
+    if (st != RCOLL_OK)
+        return st;
+    st = rcoll_sock_listen(&addr, 0, &fd);
+    if (st != RCOLL_OK)
+        return st;
+    rcoll_boot_id_pack(&addr, secret, id);
+    return rcoll_boot_root_start(fd, secret, rcoll_config.timeout);
+}
+
+static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
+{
+    rcoll_status_t st;
+    pthread_mutex_lock(&c->lock);
+    c->closed = 1;
+    c->stop = 1;
+    if (abort) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "rank %d: rcoll_comm_abort was called",
+                 c->rank);
+        comm_set_error_locked(c, RCOLL_ERR_ABORTED, msg);
+    }
+    pthread_mutex_unlock(&c->lock);
+    comm_wake(c);
+    if (c->thread_started)
+        pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+    st = c->error;
+    if (c->tl_ctx)
+        c->tl->ctx_destroy(c->tl_ctx, abort || c->error != RCOLL_OK);
+    c->tl_ctx = NULL;
+    if (st != RCOLL_OK && !abort)
+        rcoll__set_error(st, "%s", c->errmsg);
+    rcoll__comm_release(c);
+    return abort ? RCOLL_OK : st;
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
+{
+    rcoll__clear_error();
+    if (!comm)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_destroy: comm is NULL");
+    return comm_close(comm, 0);
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
+{
+    rcoll__clear_error();
+    if (!comm)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_abort: comm is NULL");
+    return comm_close(comm, 1);
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
+{
+    if (!comm || !rank)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_rank: NULL argument");
+    *rank = comm->rank;
+    return RCOLL_OK;
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
+{
+    if (!comm || !size)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_size: NULL argument");
+    *size = comm->nranks;
+    return RCOLL_OK;
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
+                                                    rcoll_status_t *err)
+{
+    if (!comm || !err)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_get_async_error: NULL argument");
+    pthread_mutex_lock(&comm->lock);
+    *err = comm->error;
+    if (comm->error != RCOLL_OK)
+        rcoll__set_error_str(comm->errmsg);
+    pthread_mutex_unlock(&comm->lock);
+    return RCOLL_OK;
+}
+
+/* ---- requests ---- */
+
+rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r)
+{
+    const char *what = coll_kind_name(r->sched.kind);
+    pthread_mutex_lock(&c->lock);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_%s: the communicator was destroyed",
+                                what);
+    }
+    if (c->error != RCOLL_OK) {
+        rcoll_status_t st = c->error;
+        rcoll__set_error(st, "rcoll_%s: %s", what, c->errmsg);
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        return st;
+    }
+    r->comm = c;
+    if (r->sched.kind != COLL_SEND && r->sched.kind != COLL_RECV)
+        r->sched.seq = ++c->coll_seq;
+    r->sched.waiting_peer = -1;
+    c->refs++;
+    if (c->qtail)
+        c->qtail->next = r;
+    else
+        c->qhead = r;
+    c->qtail = r;
+    pthread_mutex_unlock(&c->lock);
+    comm_wake(c);
+    return RCOLL_OK;
+}
+
+RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
+{
+    if (!req || !done)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_test: NULL argument");
+    struct rcoll_comm *c = req->comm;
+    rcoll_status_t st = RCOLL_OK;
+    pthread_mutex_lock(&c->lock);
+    *done = req->done;
+    if (req->done) {
+        st = req->status;
+        if (st != RCOLL_OK)
+            rcoll__set_error_str(req->errmsg);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
+{
+    if (!req)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_wait: request is NULL");
+    struct rcoll_comm *c = req->comm;
+    rcoll_status_t st;
+    pthread_mutex_lock(&c->lock);
+    while (!req->done)
+        pthread_cond_wait(&c->cond, &c->lock);
+    st = req->status;
+    if (st != RCOLL_OK)
+        rcoll__set_error_str(req->errmsg);
+    pthread_mutex_unlock(&c->lock);
+    free(req);
+    rcoll__comm_release(c);
+    return st;
+}

@@ -1,0 +1,54 @@
+/* Communicators, requests and the progress engine. */
+#ifndef RCOLL_CORE_H
+#define RCOLL_CORE_H
+
+#include "coll/sched.h"
+#include <pthread.h>
+
+struct rcoll_request {
+    struct rcoll_comm *comm;
+    coll_sched_t sched;
+    rcoll_status_t status;
+    int done;
+    int started;
+    char errmsg[1024];
+    double last_progress;
+    struct rcoll_request *next;   /* in the communicator's queue */
+};
+
+struct rcoll_comm {
+    int rank;
+    int nranks;
+    rcoll_bootstrap_t bs;
+    const rcoll_tl_ops_t *tl;
+    rcoll_tl_ctx_t *tl_ctx;
+    rcoll_tl_ep_t **eps;
+    rcoll_tl_events_t tl_events;
+    coll_env_t env;
+    int epfd;
+    int evfd;
+    rcoll_ev_handler_t ev_wakeup;
+
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;         /* guards everything below */
+    pthread_cond_t cond;
+    struct rcoll_request *qhead, *qtail; /* posted, in order */
+    uint64_t coll_seq;            /* collectives posted */
+    int refs;                     /* user handle + live requests */
+    int stop;
+    int closed;                   /* destroy/abort ran: no new posts */
+    rcoll_status_t error;         /* sticky: the first failure */
+    char errmsg[1024];
+};
+
+/* Posts a built-but-not-started request; takes ownership of req. */
+rcoll_status_t rcoll__comm_post(struct rcoll_comm *comm,
+                                struct rcoll_request *req);
+void rcoll__comm_release(struct rcoll_comm *comm);
+
+/* Init helpers (core/launch.c). */
+rcoll_status_t rcoll__root_listen(const rcoll_sockaddr_t *want,
+                                  const uint8_t secret[16]);
+
+#endif

@@ -1,0 +1,635 @@
+/* The TCP transport: RCOLL_TCP_NSOCKS non-blocking sockets per peer,
+ * messages striped round-robin over them (message i on socket i % nsocks,
+ * so each peer pair stays a FIFO), each socket with its own ring of
+ * receive slots and credits piggybacked on the reverse direction.
+ *
+ * Wire format per socket: a tcp_wire_t header, then `hdr.len` payload bytes
+ * for DATA. Credits ride in every header. BYE says a rank destroyed the
+ * communicator cleanly; ABORT that it aborted. EOF without either means the
+ * process died. */
+#include "transport/transport.h"
+#include "util/params.h"
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
+#define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
+
+typedef struct {
+    uint32_t type;
+    uint32_t credits;
+    rcoll_msg_hdr_t hdr;
+} tcp_wire_t;
+
+typedef struct {
+    tcp_wire_t wire;
+    const char *payload;
+    size_t off;        /* bytes of wire+payload written */
+    void *cookie;
+    int has_payload;
+} tcp_txitem_t;
+
+typedef struct tcp_ep tcp_ep_t;
+
+typedef struct {
+    rcoll_ev_handler_t h;
+    tcp_ep_t *ep;
+    int fd;
+    int idx;
+    /* receive side */
+    char **slot;              /* nslots buffers of chunk_size, lazily */
+    rcoll_msg_hdr_t *slot_hdr;
+    int rx_head, rx_count;
+    tcp_wire_t rx_wire;
+    size_t rx_off;            /* bytes of the current wire header read */
+    size_t rx_poff;           /* payload bytes read */
+    int rx_in_payload;
+    int credits_owed;         /* slots freed, not yet told to the peer */
+    /* send side */
+    int tx_credits;
+    tcp_txitem_t *txq;        /* ring */
+    int txq_cap, txq_head, txq_count;
+    int want_out;
+    int closed;               /* fd closed (bye/abort/error) */
+} tcp_sock_t;
+
+struct tcp_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    tcp_sock_t *socks;
+    uint64_t tx_seq, rx_seq;
+    int bye, aborted;         /* what the peer told us */
+    int failed;
+};
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    int nsocks;
+    int listen_fd;
+    tcp_ep_t **eps;           /* by rank */
+};
+
+typedef struct {
+    uint32_t magic;
+    int32_t rank;
+    int32_t idx;
+    int32_t nsocks;
+} tcp_hello_t;
+
+static int tcp_usable(char *why, size_t len)
+{
+    return 1;
+}
+
+static void tcp_sock_set_events(tcp_sock_t *s)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP |
+                                       (s->want_out ? EPOLLOUT : 0),
+                             .data.ptr = &s->h};
+    epoll_ctl(s->ep->ctx->p.epfd, EPOLL_CTL_MOD, s->fd, &ev);
+}
+
+static void tcp_sock_close(tcp_sock_t *s)
+{
+    if (s->closed)
+        return;
+    epoll_ctl(s->ep->ctx->p.epfd, EPOLL_CTL_DEL, s->fd, NULL);
+    close(s->fd);
+    s->closed = 1;
+}
+
+static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    char msg[512];
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    if (ep->aborted)
+        snprintf(msg, sizeof(msg), "rank %d (%s pid %d) aborted the "
+                 "communicator", ep->peer, pi->hostname, pi->pid);
+    else
+        snprintf(msg, sizeof(msg), "rank %d (%s pid %d): %s%s%s", ep->peer,
+                 pi->hostname, pi->pid, what, err ? ": " : "",
+                 err ? strerror(err) : "");
+    for (int i = 0; i < ctx->nsocks; i++)
+        tcp_sock_close(&ep->socks[i]);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE, msg);
+}
+
+/* ---- send side ---- */
+
+static int tcp_txq_push(tcp_sock_t *s, uint32_t type,
+                        const rcoll_msg_hdr_t *hdr, const void *payload,
+                        void *cookie)
+{
+    if (s->txq_count == s->txq_cap)
+        return -1;
+    tcp_txitem_t *it = &s->txq[(s->txq_head + s->txq_count) % s->txq_cap];
+    memset(it, 0, sizeof(*it));
+    it->wire.type = type;
+    if (hdr)
+        it->wire.hdr = *hdr;
+    it->payload = payload;
+    it->has_payload = type == TCP_DATA && hdr && hdr->len > 0;
+    it->cookie = cookie;
+    s->txq_count++;
+    return 0;
+}
+
+/* Writes as much of the queue as the socket takes. */
+static void tcp_sock_write(tcp_sock_t *s)
+{
+    tcp_ep_t *ep = s->ep;
+    while (!s->closed) {
+        if (s->txq_count == 0) {
+            if (s->credits_owed > 0 && !ep->bye)
+                tcp_txq_push(s, TCP_CREDIT, NULL, NULL, NULL);
+            else
+                break;
+        }
+        tcp_txitem_t *it = &s->txq[s->txq_head];
+        if (it->off == 0) {
+            /* the header is built when its first byte goes out */
+            it->wire.credits = (uint32_t)s->credits_owed;
+            s->credits_owed = 0;
+        }
+        struct iovec iov[2];
+        int n = 0;
+        size_t wlen = sizeof(tcp_wire_t);
+        size_t plen = it->has_payload ? it->wire.hdr.len : 0;
+        if (it->off < wlen) {
+            iov[n].iov_base = (char *)&it->wire + it->off;
+            iov[n++].iov_len = wlen - it->off;
+            if (plen) {
+                iov[n].iov_base = (void *)it->payload;
+                iov[n++].iov_len = plen;
+            }
+        } else {
+            iov[n].iov_base = (void *)(it->payload + (it->off - wlen));
+            iov[n++].iov_len = plen - (it->off - wlen);
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!s->want_out) {
+                    s->want_out = 1;
+                    tcp_sock_set_events(s);
+                }
+                return;
+            }
+            if (errno == EINTR)
+                continue;
+            tcp_ep_fail(ep, "send failed", errno);
+            return;
+        }
+        it->off += (size_t)w;
+        if (it->off == wlen + plen) {
+            void *cookie = it->cookie;
+            uint32_t type = it->wire.type;
+            s->txq_head = (s->txq_head + 1) % s->txq_cap;
+            s->txq_count--;
+            if (type == TCP_DATA)
+                ep->ctx->p.ev->send_done(ep->ctx->p.ev->arg, cookie);
+        }
+    }
+    if (s->want_out && s->txq_count == 0 && !s->closed) {
+        s->want_out = 0;
+        tcp_sock_set_events(s);
+    }
+}
+
+static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                               const void *payload, void *cookie)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
+    if (ep->failed)
+        return RCOLL_ERR_REMOTE;
+    if (ep->bye || s->closed)
+        return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                "rank %d already destroyed the communicator",
+                                ep->peer);
+    if (s->tx_credits == 0)
+        return RCOLL_INPROGRESS;
+    if (hdr->len > ep->ctx->p.chunk_size)
+        return RCOLL_ERR_INTERNAL;
+    if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0)
+        return RCOLL_INPROGRESS;
+    s->tx_credits--;
+    ep->tx_seq++;
+    tcp_sock_write(s);
+    return RCOLL_OK;
+}
+
+/* ---- receive side ---- */
+
+static int tcp_handle_wire(tcp_sock_t *s)
+{
+    tcp_ep_t *ep = s->ep;
+    tcp_wire_t *w = &s->rx_wire;
+    s->tx_credits += (int)w->credits;
+    if (s->tx_credits > ep->ctx->p.nslots) {
+        tcp_ep_fail(ep, "protocol error: too many credits", 0);
+        return -1;
+    }
+    switch (w->type) {
+    case TCP_CREDIT:
+        return 0;
+    case TCP_BYE:
+        ep->bye = 1;
+        /* everything before it is in our slots: close our side so the
+         * peer's destroy sees EOF and returns at once */
+        for (int i = 0; i < ep->ctx->nsocks; i++)
+            tcp_sock_close(&ep->socks[i]);
+        rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d said goodbye", ep->peer);
+        return -1;
+    case TCP_ABORT:
+        ep->aborted = 1;
+        tcp_ep_fail(ep, "aborted", 0);
+        return -1;
+    case TCP_DATA:
+        if (w->hdr.len > ep->ctx->p.chunk_size ||
+            s->rx_count == ep->ctx->p.nslots) {
+            tcp_ep_fail(ep, "protocol error: oversized message or no free "
+                        "slot", 0);
+            return -1;
+        }
+        return 1;
+    default:
+        tcp_ep_fail(ep, "protocol error: unknown message type", 0);
+        return -1;
+    }
+}
+
+static void tcp_sock_read(tcp_sock_t *s)
+{
+    tcp_ep_t *ep = s->ep;
+    size_t cs = ep->ctx->p.chunk_size;
+    for (;;) {
+        if (s->closed)
+            return;
+        if (!s->rx_in_payload) {
+            ssize_t r = recv(s->fd, (char *)&s->rx_wire + s->rx_off,
+                             sizeof(tcp_wire_t) - s->rx_off, MSG_DONTWAIT);
+            if (r == 0) {
+                if (!ep->bye)
+                    tcp_ep_fail(ep, "the connection closed without goodbye "
+                                "(process died or was killed?)", 0);
+                return;
+            }
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return;
+                if (errno == EINTR)
+                    continue;
+                tcp_ep_fail(ep, "connection lost", errno);
+                return;
+            }
+            s->rx_off += (size_t)r;
+            if (s->rx_off < sizeof(tcp_wire_t))
+                continue;
+            s->rx_off = 0;
+            int k = tcp_handle_wire(s);
+            if (k < 0)
+                return;
+            if (k == 0)
+                continue;
+            int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
+            s->slot_hdr[slot] = s->rx_wire.hdr;
+            if (s->rx_wire.hdr.len == 0) {
+                s->rx_count++;
+                continue;
+            }
+            if (!s->slot[slot] && !(s->slot[slot] = malloc(cs))) {
+                tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
+                return;
+            }
+            s->rx_in_payload = 1;
+            s->rx_poff = 0;
+        }
+        int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
+        size_t len = s->rx_wire.hdr.len;
+        ssize_t r = recv(s->fd, s->slot[slot] + s->rx_poff, len - s->rx_poff,
+                         MSG_DONTWAIT);
+        if (r == 0) {
+            tcp_ep_fail(ep, "the connection closed in the middle of a "
+                        "message (process died or was killed?)", 0);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR)
+                continue;
+            tcp_ep_fail(ep, "connection lost", errno);
+            return;
+        }
+        s->rx_poff += (size_t)r;
+        if (s->rx_poff == len) {
+            s->rx_in_payload = 0;
+            s->rx_count++;
+        }
+    }
+}
+
+static void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    tcp_sock_t *s = (tcp_sock_t *)h;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        tcp_sock_read(s);
+    if ((events & EPOLLOUT) && !s->closed)
+        tcp_sock_write(s);
+}
+
+static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
+                                    const rcoll_msg_hdr_t **hdr,
+                                    const void **payload)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
+    if (s->rx_count == 0) {
+        if (ep->failed)
+            return RCOLL_ERR_REMOTE;
+        if (ep->bye)
+            return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                    "rank %d already destroyed the "
+                                    "communicator", ep->peer);
+        return RCOLL_INPROGRESS;
+    }
+    *hdr = &s->slot_hdr[s->rx_head];
+    *payload = s->slot[s->rx_head];
+    return RCOLL_OK;
+}
+
+static void tcp_recv_release(rcoll_tl_ep_t *tep)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
+    s->rx_head = (s->rx_head + 1) % ep->ctx->p.nslots;
+    s->rx_count--;
+    ep->rx_seq++;
+    if (!ep->bye && !s->closed) {
+        s->credits_owed++;
+        if (s->txq_count == 0)
+            tcp_sock_write(s);
+    }
+}
+
+/* ---- setup and teardown ---- */
+
+static void tcp_ep_free(tcp_ep_t *ep, int nsocks, int nslots)
+{
+    if (!ep)
+        return;
+    for (int i = 0; i < nsocks; i++) {
+        tcp_sock_t *s = &ep->socks[i];
+        if (s->slot)
+            for (int j = 0; j < nslots; j++)
+                free(s->slot[j]);
+        free(s->slot);
+        free(s->slot_hdr);
+        free(s->txq);
+    }
+    free(ep->socks);
+    free(ep);
+}
+
+static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
+                                     int idx, int fd)
+{
+    tcp_ep_t *ep = ctx->eps[peer];
+    tcp_sock_t *s = &ep->socks[idx];
+    if (s->fd >= 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                "tcp: rank %d connected socket %d twice", peer,
+                                idx);
+    }
+    s->fd = fd;
+    s->closed = 0;
+    rcoll_sock_set_nonblock(fd, 1);
+    int sz = (int)RCOLL_MIN(ctx->p.chunk_size * 4, 8u << 20);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                             .data.ptr = &s->h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort);
+
+static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
+                                     rcoll_tl_ctx_t **ctx_p,
+                                     rcoll_tl_ep_t **eps)
+{
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    rcoll_sockaddr_t *addrs = NULL, me;
+    char ifname[64], a[128];
+    rcoll_status_t st;
+    int n = p->nranks, r = p->rank;
+    double deadline = rcoll_time_sec() + rcoll_config.timeout;
+
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    ctx->p = *p;
+    ctx->nsocks = rcoll_config.tcp_nsocks;
+    ctx->listen_fd = -1;
+    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    if (!ctx->eps || !addrs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        goto err;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == r)
+            continue;
+        tcp_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
+                                        sizeof(tcp_sock_t)))) {
+            free(ep);
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+            goto err;
+        }
+        ctx->eps[i] = ep;
+        ep->ctx = ctx;
+        ep->peer = i;
+        for (int k = 0; k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            s->h.cb = tcp_sock_event;
+            s->ep = ep;
+            s->fd = -1;
+            s->closed = 1;
+            s->idx = k;
+            s->tx_credits = p->nslots;
+            s->txq_cap = p->nslots + 4;
+            s->slot = calloc((size_t)p->nslots, sizeof(char *));
+            s->slot_hdr = calloc((size_t)p->nslots, sizeof(rcoll_msg_hdr_t));
+            s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
+            if (!s->slot || !s->slot_hdr || !s->txq) {
+                st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+                goto err;
+            }
+        }
+    }
+    /* listen on the bootstrap's interface, exchange addresses */
+    me = p->bs->peers[r].boot_addr;
+    if (me.sa.sa_family == AF_INET)
+        me.sin.sin_port = 0;
+    else
+        me.sin6.sin6_port = 0;
+    (void)ifname;
+    st = rcoll_sock_listen(&me, 0, &ctx->listen_fd);
+    if (st != RCOLL_OK)
+        goto err;
+    addrs[r] = me;
+    st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
+    if (st != RCOLL_OK)
+        goto err;
+    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
+                "per peer", r, rcoll_sock_addr_str(&me, a, sizeof(a)),
+                ctx->nsocks);
+    /* full mesh: accept everything from lower ranks, then connect to
+     * higher ones (no cycle, so no deadlock) */
+    for (int got = 0; got < r * ctx->nsocks;) {
+        int fd;
+        tcp_hello_t h;
+        st = rcoll_sock_accept(ctx->listen_fd, deadline, &fd);
+        if (st != RCOLL_OK) {
+            st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
+                                  "connections from lower ranks arrived: %s",
+                                  r, got, r * ctx->nsocks, rcoll_last_error());
+            goto err;
+        }
+        st = rcoll_sock_auth_accept(fd, p->secret, &h, sizeof(h), deadline);
+        if (st != RCOLL_OK || h.magic != TCP_HELLO_MAGIC || h.rank < 0 ||
+            h.rank >= r || h.idx < 0 || h.idx >= ctx->nsocks ||
+            h.nsocks != ctx->nsocks) {
+            rcoll_warn("tcp: rank %d dropped a connection: %s", r,
+                       st != RCOLL_OK ? rcoll_last_error()
+                                      : "bad hello (RCOLL_TCP_NSOCKS "
+                                        "differs between ranks?)");
+            close(fd);
+            continue;
+        }
+        st = tcp_sock_setup(ctx, h.rank, h.idx, fd);
+        if (st != RCOLL_OK)
+            goto err;
+        got++;
+    }
+    for (int peer = r + 1; peer < n; peer++) {
+        for (int k = 0; k < ctx->nsocks; k++) {
+            int fd;
+            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks};
+            st = rcoll_sock_connect(&addrs[peer], deadline, &fd);
+            if (st == RCOLL_OK) {
+                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
+                                             deadline);
+                if (st != RCOLL_OK)
+                    close(fd);
+            }
+            if (st != RCOLL_OK) {
+                st = rcoll__set_error(st, "tcp: rank %d cannot connect to "
+                                      "rank %d at %s: %s", r, peer,
+                                      rcoll_sock_addr_str(&addrs[peer], a,
+                                                          sizeof(a)),
+                                      rcoll_last_error());
+                goto err;
+            }
+            st = tcp_sock_setup(ctx, peer, k, fd);
+            if (st != RCOLL_OK)
+                goto err;
+        }
+    }
+    free(addrs);
+    for (int i = 0; i < n; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    free(addrs);
+    tcp_ctx_destroy(ctx, 1);
+    return st;
+}
+
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort)
+{
+    int n = ctx->p.nranks;
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, rcoll_config.timeout);
+
+    /* goodbye (or abort notice) on every open socket, then wait briefly for
+     * the peers to close their side, so no data of ours is cut off */
+    for (int i = 0; ctx->eps && i < n; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            if (s->closed)
+                continue;
+            tcp_wire_t w = {.type = abort ? TCP_ABORT : TCP_BYE};
+            /* flush what is queued, then the goodbye */
+            rcoll_sock_set_nonblock(s->fd, 1);
+            while (s->txq_count && !s->closed && rcoll_time_sec() < deadline) {
+                tcp_sock_write(s);
+                if (s->txq_count) {
+                    struct pollfd pf = {.fd = s->fd, .events = POLLOUT};
+                    poll(&pf, 1, 10);
+                }
+            }
+            if (s->closed)
+                continue;
+            if (rcoll_sock_send_all(s->fd, &w, sizeof(w), deadline) != RCOLL_OK)
+                continue;
+            shutdown(s->fd, SHUT_WR);
+        }
+    }
+    for (int i = 0; ctx->eps && i < n; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            if (s->closed)
+                continue;
+            char junk[4096];
+            for (;;) {
+                ssize_t r = recv(s->fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+                    break;
+                if (r > 0)
+                    continue;
+                double left = deadline - rcoll_time_sec();
+                if (left <= 0)
+                    break;
+                struct pollfd pf = {.fd = s->fd, .events = POLLIN};
+                poll(&pf, 1, (int)(left * 1000) + 1);
+            }
+            tcp_sock_close(s);
+        }
+        tcp_ep_free(ep, ctx->nsocks, ctx->p.nslots);
+    }
+    if (ctx->listen_fd >= 0)
+        close(ctx->listen_fd);
+    free(ctx->eps);
+    free(ctx);
+}
+
+const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
+    .name = "tcp",
+    .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
+    .usable = tcp_usable,
+    .ctx_create = tcp_ctx_create,
+    .send = tcp_send,
+    .recv_peek = tcp_recv_peek,
+    .recv_release = tcp_recv_release,
+    .progress = NULL,
+    .ctx_destroy = tcp_ctx_destroy,
+};

@@ -1,0 +1,84 @@
+/* The transport interface. A transport moves messages (a fixed header plus
+ * up to chunk_size payload bytes) between two ranks over a directed FIFO
+ * with a ring of receive slots on the receiver and credits flowing back.
+ * Algorithms see only this interface (through the core's engine), so the
+ * same protocol serves TCP, shared memory and RDMA WRITE_WITH_IMM. */
+#ifndef RCOLL_TRANSPORT_H
+#define RCOLL_TRANSPORT_H
+
+#include "bootstrap/bootstrap.h"
+#include <stdint.h>
+
+/* The message header every chunk carries; checked by the receiver to catch
+ * ranks that called different operations. */
+typedef struct {
+    uint64_t seq;       /* operation number in the communicator */
+    uint32_t kind;      /* coll kind | datatype << 8 | op << 16 */
+    uint32_t step;
+    uint32_t chunk;
+    uint32_t len;       /* payload bytes */
+    uint64_t total;     /* the operation's byte count (mismatch check) */
+} rcoll_msg_hdr_t;
+
+/* Something the engine's epoll loop dispatches to. */
+typedef struct rcoll_ev_handler {
+    void (*cb)(struct rcoll_ev_handler *h, uint32_t events);
+} rcoll_ev_handler_t;
+
+/* Calls from a transport back into the engine. */
+typedef struct {
+    void *arg;
+    /* the send with this cookie has left the user's buffer */
+    void (*send_done)(void *arg, void *cookie);
+    /* the link to `peer` broke: the communicator fails with this status */
+    void (*peer_failed)(void *arg, int peer, rcoll_status_t st,
+                        const char *msg);
+} rcoll_tl_events_t;
+
+typedef struct {
+    int rank;
+    int nranks;
+    const uint8_t *secret;
+    rcoll_bootstrap_t *bs;   /* for the address exchange */
+    int epfd;                /* the engine's epoll set */
+    size_t chunk_size;
+    int nslots;
+    const rcoll_tl_events_t *ev;
+} rcoll_tl_params_t;
+
+typedef struct rcoll_tl_ctx rcoll_tl_ctx_t;
+typedef struct rcoll_tl_ep rcoll_tl_ep_t;
+
+typedef struct rcoll_tl_ops {
+    const char *name;
+    const char *doc;
+    /* 1 if it can run here (device present...); fills `why` otherwise */
+    int (*usable)(char *why, size_t len);
+    /* Collective over the bootstrap: creates the context and connects an
+     * endpoint to every other rank (eps[rank] is NULL). */
+    rcoll_status_t (*ctx_create)(const rcoll_tl_params_t *p,
+                                 rcoll_tl_ctx_t **ctx_p, rcoll_tl_ep_t **eps);
+    /* Posts one message. RCOLL_OK: queued (send_done(cookie) follows);
+     * RCOLL_INPROGRESS: no credit now, call again later; error: link down. */
+    rcoll_status_t (*send)(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t *hdr,
+                           const void *payload, void *cookie);
+    /* The next message from this peer, if arrived: RCOLL_OK and pointers
+     * into the slot (valid until recv_release); RCOLL_INPROGRESS if none
+     * yet; an error if the peer is gone. */
+    rcoll_status_t (*recv_peek)(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t **hdr,
+                                const void **payload);
+    /* Frees the slot of the message returned by recv_peek (a credit back). */
+    void (*recv_release)(rcoll_tl_ep_t *ep);
+    /* Polling work for transports without fds; may be NULL. Returns the
+     * number of events handled. */
+    int (*progress)(rcoll_tl_ctx_t *ctx);
+    /* Graceful (goodbye to peers, bounded wait) or abortive close. */
+    void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort);
+} rcoll_tl_ops_t;
+
+/* All transports compiled in, NULL-terminated. */
+extern const rcoll_tl_ops_t *const rcoll_transports[];
+
+extern const rcoll_tl_ops_t rcoll_tl_tcp_ops;
+
+#endif

@@ -1,0 +1,174 @@
+/* Time, randomness, SipHash, hex, names. */
+#include "util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef HAVE_GETRANDOM
+#include <sys/random.h>
+#endif
+
+double rcoll_time_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+rcoll_status_t rcoll_random_bytes(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+#ifdef HAVE_GETRANDOM
+    while (got < len) {
+        ssize_t n = getrandom(p + got, len - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+#endif
+    if (got < len) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return RCOLL_ERR_SYSTEM;
+        while (got < len) {
+            ssize_t n = read(fd, p + got, len - got);
+            if (n <= 0) {
+                close(fd);
+                return RCOLL_ERR_SYSTEM;
+            }
+            got += (size_t)n;
+        }
+        close(fd);
+    }
+    return RCOLL_OK;
+}
+
+/* SipHash-2-4 (Aumasson & Bernstein), written from the paper's description. */
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                             \
+    do {                                                                     \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);            \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                               \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                               \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);            \
+    } while (0)
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+uint64_t rcoll_siphash(const uint8_t key[16], const void *data, size_t len)
+{
+    const uint8_t *in = data;
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
+    uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ULL ^ k0;
+    uint64_t v3 = 0x7465646279746573ULL ^ k1;
+    uint64_t b = ((uint64_t)len) << 56;
+    size_t i;
+
+    for (i = 0; i + 8 <= len; i += 8) {
+        uint64_t m = le64(in + i);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    for (size_t j = 0; i + j < len; j++)
+        b |= ((uint64_t)in[i + j]) << (8 * j);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static const char *const dt_names[RCOLL_DATATYPE_COUNT] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
+    "bfloat16", "float", "double"};
+
+const char *rcoll_datatype_name(rcoll_datatype_t dt)
+{
+    return ((unsigned)dt < RCOLL_DATATYPE_COUNT) ? dt_names[dt] : "invalid";
+}
+
+static const char *const op_names[RCOLL_OP_COUNT] = {"sum", "prod", "min",
+                                                     "max", "avg"};
+
+const char *rcoll_op_name(rcoll_op_t op)
+{
+    return ((unsigned)op < RCOLL_OP_COUNT) ? op_names[op] : "invalid";
+}
+
+RCOLL_API size_t rcoll_datatype_size(rcoll_datatype_t dt)
+{
+    static const size_t sz[RCOLL_DATATYPE_COUNT] = {1, 1, 4, 4, 8, 8,
+                                                    2, 2, 4, 8};
+    return ((unsigned)dt < RCOLL_DATATYPE_COUNT) ? sz[dt] : 0;
+}
+
+RCOLL_API const char *rcoll_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+int rcoll_hex_encode(const void *in, size_t len, char *out, size_t outlen)
+{
+    static const char hx[] = "0123456789abcdef";
+    const uint8_t *p = in;
+    if (outlen < 2 * len + 1)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = hx[p[i] >> 4];
+        out[2 * i + 1] = hx[p[i] & 15];
+    }
+    out[2 * len] = '\0';
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes exactly 2*len hex digits; returns 0 or -1. */
+int rcoll_hex_decode(const char *in, void *out, size_t len)
+{
+    uint8_t *p = out;
+    if (strlen(in) != 2 * len)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        int h = hexval(in[2 * i]), l = hexval(in[2 * i + 1]);
+        if (h < 0 || l < 0)
+            return -1;
+        p[i] = (uint8_t)(h << 4 | l);
+    }
+    return 0;
+}
+
+const char *rcoll_hostname(void)
+{
+    static __thread char name[256];
+    if (!name[0] && gethostname(name, sizeof(name) - 1) != 0)
+        strcpy(name, "?");
+    return name;
+}

@@ -1,0 +1,274 @@
+/* The parameter table and its parser. */
+#include "params.h"
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+rcoll_config_t rcoll_config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static rcoll_status_t config_status = RCOLL_OK;
+static char config_error[512];
+
+typedef int (*param_parse_fn)(const char *s, void *dst);
+typedef void (*param_print_fn)(const void *dst, char *buf, size_t len);
+
+typedef struct {
+    rcoll_param_info_t info;
+    size_t offset;
+    param_parse_fn parse;
+    param_print_fn print;
+} param_t;
+
+static int parse_int(const char *s, void *dst)
+{
+    char *end;
+    long v = strtol(s, &end, 0);
+    if (end == s || *end != '\0' || v < 0 || v > 1 << 30)
+        return -1;
+    *(int *)dst = (int)v;
+    return 0;
+}
+static void print_int(const void *dst, char *b, size_t l)
+{
+    snprintf(b, l, "%d", *(const int *)dst);
+}
+
+int rcoll_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (end == s || s[0] == '-')
+        return -1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': v <<= 10; end++; break;
+    case 'M': v <<= 20; end++; break;
+    case 'G': v <<= 30; end++; break;
+    default: return -1;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0')
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+static int parse_size(const char *s, void *dst)
+{
+    return rcoll_parse_size(s, (size_t *)dst);
+}
+static void print_size(const void *dst, char *b, size_t l)
+{
+    snprintf(b, l, "%zu", *(const size_t *)dst);
+}
+
+static int parse_seconds(const char *s, void *dst)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0))
+        return -1;
+    *(double *)dst = v;
+    return 0;
+}
+static void print_seconds(const void *dst, char *b, size_t l)
+{
+    snprintf(b, l, "%g", *(const double *)dst);
+}
+
+static int parse_string(const char *s, void *dst)
+{
+    *(const char **)dst = s[0] ? s : NULL;
+    return 0;
+}
+static void print_string(const void *dst, char *b, size_t l)
+{
+    const char *s = *(const char *const *)dst;
+    snprintf(b, l, "%s", s ? s : "");
+}
+
+static int parse_level(const char *s, void *dst)
+{
+    static const char *const names[] = {"none", "warn", "info", "debug",
+                                        "trace"};
+    for (int i = 0; i < 5; i++) {
+        if (!strcasecmp(s, names[i])) {
+            *(int *)dst = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+static void print_level(const void *dst, char *b, size_t l)
+{
+    static const char *const names[] = {"none", "warn", "info", "debug",
+                                        "trace"};
+    snprintf(b, l, "%s", names[*(const int *)dst]);
+}
+
+static const struct {
+    const char *name;
+    int bit;
+} subsys_names[] = {{"init", RCOLL_SUBSYS_INIT}, {"boot", RCOLL_SUBSYS_BOOT},
+                    {"net", RCOLL_SUBSYS_NET},   {"coll", RCOLL_SUBSYS_COLL},
+                    {"tune", RCOLL_SUBSYS_TUNE}, {"all", RCOLL_SUBSYS_ALL}};
+#define NSUBSYS ((int)(sizeof(subsys_names) / sizeof(subsys_names[0])))
+
+static int parse_subsys(const char *s, void *dst)
+{
+    char buf[256];
+    int mask = 0, neg = 0;
+    snprintf(buf, sizeof(buf), "%s", s);
+    char *p = buf, *tok, *save = NULL;
+    if (*p == '^') {
+        neg = 1;
+        p++;
+    }
+    for (tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int i;
+        for (i = 0; i < NSUBSYS; i++)
+            if (!strcasecmp(tok, subsys_names[i].name))
+                break;
+        if (i == NSUBSYS)
+            return -1;
+        mask |= subsys_names[i].bit;
+    }
+    *(int *)dst = neg ? (RCOLL_SUBSYS_ALL & ~mask) : mask;
+    return 0;
+}
+static void print_subsys(const void *dst, char *b, size_t l)
+{
+    int m = *(const int *)dst;
+    size_t off = 0;
+    b[0] = '\0';
+    if (m == RCOLL_SUBSYS_ALL) {
+        snprintf(b, l, "all");
+        return;
+    }
+    for (int i = 0; i < NSUBSYS - 1 && off < l; i++)
+        if (m & subsys_names[i].bit)
+            off += (size_t)snprintf(b + off, l - off, "%s%s", off ? "," : "",
+                                    subsys_names[i].name);
+}
+
+#define P(_name, _def, _type, _field, _kind, _doc)                           \
+    {{"RCOLL_" _name, _def, _type, _doc},                                    \
+     offsetof(rcoll_config_t, _field), parse_##_kind, print_##_kind}
+
+static const param_t params[] = {
+    P("DEBUG", "warn", "level", log_level, level,
+      "log level: none, warn, info, debug, trace (to stderr)"),
+    P("DEBUG_SUBSYS", "all", "list", log_subsys, subsys,
+      "subsystems logged at info and below: init,boot,net,coll,tune,all; "
+      "^list excludes"),
+    P("TIMEOUT", "300", "seconds", timeout, seconds,
+      "an operation or bootstrap step that makes no progress for this long "
+      "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for"),
+    P("RANK", "", "int", rank, string,
+      "this process's rank (set by rcoll-run, or by hand with RCOLL_SIZE and "
+      "RCOLL_ROOT)"),
+    P("SIZE", "", "int", size, string, "number of ranks (rcoll_comm_init_env)"),
+    P("ROOT", "", "host:port", root, string,
+      "where rank 0 listens for the bootstrap and the others connect "
+      "(rcoll_comm_init_env)"),
+    P("SECRET", "", "hex", secret, string,
+      "the job's 128-bit secret as 32 hex digits (set by rcoll-run); when "
+      "unset with RCOLL_ROOT a secret is derived from RCOLL_ROOT and "
+      "RCOLL_SIZE, which only guards against accidents"),
+    P("SOCKET_IFNAME", "", "list", socket_ifname, string,
+      "network interfaces for bootstrap and TCP (prefixes, comma-separated; "
+      "^ excludes, = exact); default: the interface that routes to the root, "
+      "else the first non-loopback interface, else loopback"),
+    P("TRANSPORTS", "", "list", transports, string,
+      "transports to use (tcp); ^name excludes; empty: all usable"),
+    P("TCP_NSOCKS", "2", "int", tcp_nsocks, int,
+      "TCP connections per peer; messages are striped over them"),
+    P("CHUNK_SIZE", "512K", "size", chunk_size, size,
+      "pipeline chunk = receive slot size in bytes"),
+    P("NSLOTS", "4", "int", nslots, int,
+      "receive slots (and so credits) per connection"),
+    P("ALGO", "", "list", algo, string,
+      "force algorithms: e.g. broadcast:tree,allreduce:ring "
+      "(rcoll-info -a lists them)"),
+    P("BCAST_TREE_MAX", "64K", "size", bcast_tree_max, size,
+      "broadcasts up to this many bytes use the binomial tree, larger ones "
+      "the pipelined chain"),
+};
+#define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
+
+static void config_load(void)
+{
+    for (int i = 0; i < NPARAMS; i++) {
+        const param_t *p = &params[i];
+        void *dst = (char *)&rcoll_config + p->offset;
+        if (p->parse(p->info.deflt, dst) != 0 && p->info.deflt[0]) {
+            config_status = RCOLL_ERR_INTERNAL;
+            snprintf(config_error, sizeof(config_error),
+                     "bad default for %s", p->info.name);
+            return;
+        }
+        const char *v = getenv(p->info.name);
+        if (v && p->parse(v, dst) != 0) {
+            config_status = RCOLL_ERR_INVALID_ARGUMENT;
+            snprintf(config_error, sizeof(config_error),
+                     "cannot parse %s=\"%s\" (expected %s: %s)", p->info.name,
+                     v, p->info.type, p->info.doc);
+            p->parse(p->info.deflt, dst);
+        }
+    }
+    if (rcoll_config.chunk_size < 64)
+        rcoll_config.chunk_size = 64;
+    if (rcoll_config.nslots < 1)
+        rcoll_config.nslots = 1;
+    if (rcoll_config.tcp_nsocks < 1)
+        rcoll_config.tcp_nsocks = 1;
+    if (rcoll_config.tcp_nsocks > 16)
+        rcoll_config.tcp_nsocks = 16;
+    rcoll__log_level = rcoll_config.log_level;
+    rcoll__log_subsys = rcoll_config.log_subsys;
+}
+
+rcoll_status_t rcoll_config_init(void)
+{
+    pthread_once(&config_once, config_load);
+    if (config_status != RCOLL_OK)
+        return rcoll__set_error(config_status, "%s", config_error);
+    return RCOLL_OK;
+}
+
+int rcoll_config_nparams(void)
+{
+    return NPARAMS;
+}
+
+const rcoll_param_info_t *rcoll_config_param(int i)
+{
+    return (i >= 0 && i < NPARAMS) ? &params[i].info : NULL;
+}
+
+void rcoll_config_value_string(int i, char *buf, size_t len)
+{
+    rcoll_config_init();
+    params[i].print((const char *)&rcoll_config + params[i].offset, buf, len);
+}
+
+int rcoll_config_name_allowed(const char *spec, const char *name)
+{
+    char buf[256];
+    int neg = 0, found = 0;
+    if (!spec || !spec[0])
+        return 1;
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *p = buf, *tok, *save = NULL;
+    if (*p == '^') {
+        neg = 1;
+        p++;
+    }
+    for (tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (!strcmp(tok, name))
+            found = 1;
+    return neg ? !found : found;
+}

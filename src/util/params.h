@@ -1,0 +1,56 @@
+/* The one table of RCOLL_* parameters. Every variable the library reads is
+ * declared in config.c with its type, default and doc string; nothing else
+ * calls getenv(). rcoll-info -c prints the table. */
+#ifndef RCOLL_PARAMS_H
+#define RCOLL_PARAMS_H
+
+#include "util.h"
+
+typedef struct {
+    /* logging */
+    int log_level;
+    int log_subsys;
+    /* errors */
+    double timeout;             /* seconds without progress -> error */
+    /* launch / bootstrap */
+    const char *rank;           /* raw strings: parsed by init_env */
+    const char *size;
+    const char *root;
+    const char *secret;
+    const char *socket_ifname;
+    const char *transports;
+    /* tcp transport */
+    int tcp_nsocks;
+    size_t chunk_size;          /* slot payload bytes */
+    int nslots;                 /* receive slots per connection */
+    /* algorithms */
+    const char *algo;
+    size_t bcast_tree_max;      /* bytes; binomial tree at or below */
+} rcoll_config_t;
+
+extern rcoll_config_t rcoll_config;
+
+/* Reads the environment once (thread-safe); later calls are no-ops. Returns
+ * RCOLL_ERR_INVALID_ARGUMENT (with a message) on an unparsable value. */
+rcoll_status_t rcoll_config_init(void);
+
+typedef struct {
+    const char *name;     /* RCOLL_... */
+    const char *deflt;
+    const char *type;     /* "int", "size", "seconds", "string", ... */
+    const char *doc;
+} rcoll_param_info_t;
+
+/* For rcoll-info: the table and the current (parsed) value as a string. */
+int rcoll_config_nparams(void);
+const rcoll_param_info_t *rcoll_config_param(int i);
+void rcoll_config_value_string(int i, char *buf, size_t len);
+
+/* Parses "1k", "512K", "8M", "2G" (binary) into bytes; -1 on error. */
+int rcoll_parse_size(const char *s, size_t *out);
+
+/* RCOLL_TRANSPORTS: 1 if transport `name` is allowed by `spec`
+ * ("tcp,shm" include list, "^shm" exclude list, NULL/empty = all). */
+int rcoll_config_name_allowed(const char *spec, const char *name);
+
+#endif

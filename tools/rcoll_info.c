@@ -1,0 +1,116 @@
+/* rcoll-info: version, build configuration, transports (compiled in and
+ * usable here), algorithms, and every RCOLL_* parameter with its value. */
+#include "config.h"
+#include "coll/sched.h"
+#include "transport/transport.h"
+#include "util/params.h"
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rcoll-info [-v] [-c] [-a] [-t] [-h]\n"
+               "  (no option)  everything below\n"
+               "  -v  version and build configuration\n"
+               "  -t  transports compiled in, and whether usable here\n"
+               "  -a  algorithms per collective (RCOLL_ALGO values)\n"
+               "  -c  every RCOLL_* parameter: value, default, doc\n");
+}
+
+static void yesno(const char *what, int v, const char *note)
+{
+    printf("  %-8s %s%s%s\n", what, v ? "yes" : "no", note ? "  " : "",
+           note ? note : "");
+}
+
+static void version(void)
+{
+    printf("rcoll %s\n", rcoll_version());
+    printf("build:\n");
+#ifdef HAVE_VERBS
+    yesno("verbs", 1, "(detected; no verbs transport in this release)");
+#else
+    yesno("verbs", 0, NULL);
+#endif
+#ifdef HAVE_RDMACM
+    yesno("rdmacm", 1, "(detected; no verbs transport in this release)");
+#else
+    yesno("rdmacm", 0, NULL);
+#endif
+#ifdef HAVE_HWLOC
+    yesno("hwloc", 1, "(detected; topology not used in this release)");
+#else
+    yesno("hwloc", 0, NULL);
+#endif
+#ifdef HAVE_PMIX
+    yesno("pmix", 1, "(rendezvous under mpirun/srun)");
+#else
+    yesno("pmix", 0, "(set RCOLL_ROOT under mpirun/srun)");
+#endif
+#ifdef HAVE_CUDA
+    yesno("cuda", 1, "(detected; GPU buffers not supported in this release)");
+#else
+    yesno("cuda", 0, NULL);
+#endif
+}
+
+static void transports(void)
+{
+    printf("transports:\n");
+    for (int i = 0; rcoll_transports[i]; i++) {
+        char why[256] = "";
+        const rcoll_tl_ops_t *t = rcoll_transports[i];
+        int u = t->usable(why, sizeof(why));
+        int allowed = rcoll_config_name_allowed(rcoll_config.transports,
+                                                t->name);
+        printf("  %-6s %-8s %s%s%s\n", t->name,
+               !u ? "unusable" : allowed ? "usable" : "excluded", t->doc,
+               why[0] ? ": " : "", why);
+    }
+}
+
+static void algorithms(void)
+{
+    printf("algorithms (RCOLL_ALGO=collective:name,...):\n");
+    for (const coll_algo_t *a = coll_algos; a->name; a++)
+        printf("  %-15s %-14s %s\n", coll_kind_name(a->kind), a->name, a->doc);
+}
+
+static void params(void)
+{
+    printf("parameters (environment):\n");
+    for (int i = 0; i < rcoll_config_nparams(); i++) {
+        const rcoll_param_info_t *p = rcoll_config_param(i);
+        char val[256];
+        rcoll_config_value_string(i, val, sizeof(val));
+        printf("  %s=%s\n      [%s, default \"%s\"] %s\n", p->name, val,
+               p->type, p->deflt, p->doc);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int v = 0, t = 0, a = 0, c = 0;
+    if (rcoll_config_init() != RCOLL_OK)
+        fprintf(stderr, "rcoll-info: warning: %s\n", rcoll_last_error());
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-v")) v = 1;
+        else if (!strcmp(argv[i], "-t")) t = 1;
+        else if (!strcmp(argv[i], "-a")) a = 1;
+        else if (!strcmp(argv[i], "-c")) c = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!v && !t && !a && !c)
+        v = t = a = c = 1;
+    if (v) version();
+    if (t) transports();
+    if (a) algorithms();
+    if (c) params();
+    return 0;
+}
