@@ -57,10 +57,15 @@ static inline uint16_t ref_f2bf(float f)
     if (isinf(f) || f == 0.0f)
         return (uint16_t)(u >> 16);
     double a = fabs((double)f);
-    int e;
-    frexp(a, &e);
-    double q = rint(ldexp(a, 8 - e)) ; /* 8 significant bits */
-    float r = (float)ldexp(q, e - 8);
+    float r;
+    if (a < ldexp(1.0, -126)) { /* float subnormal: units of 2^-133 */
+        r = (float)ldexp(rint(ldexp(a, 133)), -133);
+    } else {
+        int e;
+        frexp(a, &e);
+        double q = rint(ldexp(a, 8 - e)); /* 8 significant bits */
+        r = (float)ldexp(q, e - 8);
+    }
     if (signbit(f))
         r = -r;
     memcpy(&u, &r, 4);

@@ -1,1 +1,171 @@
-int main(void){return 0;}
+/* Non-blocking forms with many operations in flight at once (posted back to
+ * back, completed in any order by test/wait), and two communicators driven
+ * from two threads of every process at the same time. Run under rcoll-run. */
+#include "ref.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);                    \
+        if (!(cond)) {                                                       \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);              \
+            printf("FAIL rank %d %s:%d: ", rank, __FILE__, __LINE__);        \
+            printf(__VA_ARGS__);                                             \
+            printf("\n");                                                    \
+            fflush(stdout);                                                  \
+        }                                                                    \
+    } while (0)
+
+static int rank, n;
+
+#define NOPS 12
+
+static void in_flight(rcoll_comm_t c, int salt)
+{
+    size_t counts[NOPS];
+    char *in[NOPS], *out[NOPS], *ex[NOPS];
+    rcoll_request_t req[NOPS];
+    int kind[NOPS];
+    rcoll_datatype_t dt = RCOLL_FLOAT32;
+    size_t s = 4;
+    for (int i = 0; i < NOPS; i++) {
+        size_t c0 = (size_t)(i * 977 + 1) % 70000 + (size_t)n;
+        counts[i] = c0;
+        kind[i] = i % 4;
+        in[i] = malloc(c0 * s * (size_t)n);
+        out[i] = malloc(c0 * s * (size_t)n);
+        ex[i] = malloc(c0 * s * (size_t)n);
+        rcoll_status_t st = RCOLL_OK;
+        switch (kind[i]) {
+        case 0: /* allreduce */
+            ref_fill(in[i], c0, 0, dt, RCOLL_SUM, rank, salt + i);
+            ref_reduce(ex[i], c0, 0, dt, RCOLL_SUM, n, salt + i);
+            st = rcoll_iallreduce(in[i], out[i], c0, dt, RCOLL_SUM, c, NULL,
+                                  &req[i]);
+            break;
+        case 1: /* allgather */
+            ref_fill(in[i], c0, (size_t)rank * c0, dt, RCOLL_SUM, rank,
+                     salt + i);
+            for (int q = 0; q < n; q++)
+                ref_fill(ex[i] + (size_t)q * c0 * s, c0, (size_t)q * c0, dt,
+                         RCOLL_SUM, q, salt + i);
+            st = rcoll_iallgather(in[i], out[i], c0, dt, c, NULL, &req[i]);
+            break;
+        case 2: /* broadcast from a rotating root */
+            if (rank == i % n)
+                ref_fill(in[i], c0, 0, dt, RCOLL_SUM, i % n, salt + i);
+            ref_fill(ex[i], c0, 0, dt, RCOLL_SUM, i % n, salt + i);
+            st = rcoll_ibroadcast(in[i], out[i], c0, dt, i % n, c, NULL,
+                                  &req[i]);
+            break;
+        case 3: /* reduce_scatter with max */
+            ref_fill(in[i], c0 * (size_t)n, 0, dt, RCOLL_MAX, rank, salt + i);
+            ref_reduce(ex[i], c0, (size_t)rank * c0, dt, RCOLL_MAX, n,
+                       salt + i);
+            st = rcoll_ireduce_scatter(in[i], out[i], c0, dt, RCOLL_MAX, c,
+                                       NULL, &req[i]);
+            break;
+        }
+        CHECK(st == RCOLL_OK, "post %d: %s", i, rcoll_last_error());
+    }
+    /* poll the last one first, then wait in reverse order */
+    int done = 0;
+    rcoll_status_t tst = RCOLL_OK;
+    while (!done && tst == RCOLL_OK)
+        tst = rcoll_test(req[NOPS - 1], &done);
+    CHECK(tst == RCOLL_OK && done, "test: %s", rcoll_last_error());
+    for (int i = NOPS - 1; i >= 0; i--) {
+        CHECK(rcoll_wait(req[i]) == RCOLL_OK, "wait %d: %s", i,
+              rcoll_last_error());
+        size_t cnt = kind[i] == 1 ? counts[i] * (size_t)n : counts[i];
+        CHECK(ref_count_wrong(out[i], ex[i], cnt, dt) == 0,
+              "op %d (kind %d) wrong", i, kind[i]);
+        free(in[i]); free(out[i]); free(ex[i]);
+    }
+    /* a non-blocking barrier and send/recv ring */
+    rcoll_request_t b;
+    CHECK(rcoll_ibarrier(c, &b) == RCOLL_OK && rcoll_wait(b) == RCOLL_OK,
+          "ibarrier");
+    if (n > 1) {
+        int64_t v = rank * 1000 + salt, got = -1;
+        rcoll_request_t rs, rr;
+        CHECK(rcoll_isend(&v, 1, RCOLL_INT64, (rank + 1) % n, c, NULL, &rs) ==
+                  RCOLL_OK, "isend");
+        CHECK(rcoll_irecv(&got, 1, RCOLL_INT64, (rank + n - 1) % n, c, NULL,
+                          &rr) == RCOLL_OK, "irecv");
+        CHECK(rcoll_wait(rs) == RCOLL_OK && rcoll_wait(rr) == RCOLL_OK,
+              "send/recv wait: %s", rcoll_last_error());
+        CHECK(got == ((rank + n - 1) % n) * 1000 + salt, "ring value %lld",
+              (long long)got);
+    }
+}
+
+typedef struct {
+    rcoll_unique_id_t id;
+    int salt;
+} thr_arg_t;
+
+static void *thread_main(void *p)
+{
+    thr_arg_t *a = p;
+    rcoll_comm_t c;
+    rcoll_status_t st = rcoll_comm_init_rank(&c, n, &a->id, rank);
+    CHECK(st == RCOLL_OK, "thread init: %s", rcoll_last_error());
+    if (st != RCOLL_OK)
+        return NULL;
+    for (int it = 0; it < 3; it++)
+        in_flight(c, a->salt + it * 100);
+    for (int it = 0; it < 50; it++) {
+        int32_t v = rank + a->salt, s = 0;
+        CHECK(rcoll_allreduce(&v, &s, 1, RCOLL_INT32, RCOLL_SUM, c, NULL) ==
+                  RCOLL_OK, "thread allreduce: %s", rcoll_last_error());
+        CHECK(s == n * (n - 1) / 2 + n * a->salt, "thread sum %d", s);
+    }
+    CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "thread destroy");
+    return NULL;
+}
+
+int main(void)
+{
+    rcoll_comm_t world;
+    rcoll_status_t st = rcoll_comm_init_env(&world);
+    if (st != RCOLL_OK) {
+        printf("init: %s\n", rcoll_last_error());
+        return 1;
+    }
+    rcoll_comm_rank(world, &rank);
+    rcoll_comm_size(world, &n);
+    in_flight(world, 1);
+
+    /* two more communicators, one per thread, ids made on rank 0 */
+    thr_arg_t args[2];
+    if (rank == 0)
+        for (int t = 0; t < 2; t++)
+            CHECK(rcoll_get_unique_id(&args[t].id) == RCOLL_OK, "id");
+    for (int t = 0; t < 2; t++) {
+        CHECK(rcoll_broadcast(&args[t].id, &args[t].id, sizeof(args[t].id),
+                              RCOLL_UINT8, 0, world, NULL) == RCOLL_OK,
+              "bcast id");
+        args[t].salt = 7 + t * 3;
+    }
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        pthread_create(&th[t], NULL, thread_main, &args[t]);
+    /* the world communicator keeps working meanwhile */
+    for (int it = 0; it < 20; it++)
+        CHECK(rcoll_barrier(world) == RCOLL_OK, "world barrier");
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+
+    int64_t f = failures, tot = 0;
+    rcoll_allreduce(&f, &tot, 1, RCOLL_INT64, RCOLL_SUM, world, NULL);
+    if (rank == 0)
+        printf("test_nonblocking: %d ranks, %d checks on rank 0, %lld "
+               "failures\n", n, checks, (long long)tot);
+    CHECK(rcoll_comm_destroy(world) == RCOLL_OK, "destroy");
+    return tot || failures ? 1 : 0;
+}

@@ -1,1 +1,212 @@
-int main(void){return 0;}
+/* Unit tests of the CPU reduction kernels and the 16-bit conversions:
+ * every datatype x op against a scalar reference written here, float16 and
+ * bfloat16 rounding (exhaustive round trips, ties to even, subnormals,
+ * overflow), NaN/inf behaviour, integer wrap-around, AVG. */
+#include "reduce/reduce.h"
+#include "ref.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        checks++;                                                            \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            if (failures < 30) {                                             \
+                printf("FAIL %s:%d: ", __FILE__, __LINE__);                  \
+                printf(__VA_ARGS__);                                         \
+                printf("\n");                                                \
+            }                                                                \
+        }                                                                    \
+    } while (0)
+
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static void test_half_conversions(void)
+{
+    /* every half -> float -> half round trip is the identity (NaNs stay
+     * NaN) */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = rcoll_half_to_float((uint16_t)h);
+        double want = ref_h2d((uint16_t)h);
+        int isn = ((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff);
+        if (isn) {
+            CHECK(isnan(f), "half 0x%04x -> %g, want NaN", h, f);
+            CHECK(isnan(rcoll_half_to_float(rcoll_float_to_half(f))),
+                  "NaN 0x%04x lost", h);
+            continue;
+        }
+        CHECK((double)f == want, "half 0x%04x -> %g, want %g", h, f, want);
+        CHECK(rcoll_float_to_half(f) == h, "round trip 0x%04x -> 0x%04x", h,
+              rcoll_float_to_half(f));
+    }
+    /* float -> half against the reference on midpoints and neighbours of
+     * every finite half: ties go to even */
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        double a = ref_h2d((uint16_t)h), b = ref_h2d((uint16_t)(h + 1));
+        float mids[3] = {(float)((a + b) / 2), nextafterf((float)((a + b) / 2), 0),
+                         nextafterf((float)((a + b) / 2), INFINITY)};
+        for (int k = 0; k < 3; k++) {
+            for (int sg = 0; sg < 2; sg++) {
+                float x = sg ? -mids[k] : mids[k];
+                uint16_t got = rcoll_float_to_half(x), want = ref_f2h(x);
+                CHECK(got == want, "float %a -> half 0x%04x, want 0x%04x", x,
+                      got, want);
+            }
+        }
+    }
+    CHECK(rcoll_float_to_half(65504.0f) == 0x7bff, "max half");
+    CHECK(rcoll_float_to_half(65520.0f) == 0x7c00, "65520 rounds to inf");
+    CHECK(rcoll_float_to_half(65519.99f) == 0x7bff, "65519.99 stays finite");
+    CHECK(rcoll_float_to_half(INFINITY) == 0x7c00, "inf");
+    CHECK(rcoll_float_to_half(-INFINITY) == 0xfc00, "-inf");
+    CHECK(rcoll_float_to_half(1e-10f) == 0, "underflow to 0");
+    CHECK(rcoll_float_to_half(-0.0f) == 0x8000, "-0");
+}
+
+static void test_bf16_conversions(void)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = rcoll_bf16_to_float((uint16_t)h);
+        CHECK(ref_bf2d((uint16_t)h) == (double)f || isnan(f), "bf16 0x%04x",
+              h);
+        if (!isnan(f))
+            CHECK(rcoll_float_to_bf16(f) == h, "bf16 round trip 0x%04x", h);
+        else
+            CHECK(isnan(rcoll_bf16_to_float(rcoll_float_to_bf16(f))),
+                  "bf16 NaN 0x%04x lost", h);
+    }
+    /* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1) */
+    CHECK(rcoll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80, "bf16 tie down");
+    CHECK(rcoll_float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82, "bf16 tie up");
+    srand(7);
+    for (int i = 0; i < 200000; i++) {
+        uint32_t u = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
+        float f = u2f(u);
+        if (isnan(f) || isinf(f))
+            continue;
+        CHECK(rcoll_float_to_bf16(f) == ref_f2bf(f), "bf16(%a) 0x%04x vs 0x%04x",
+              f, rcoll_float_to_bf16(f), ref_f2bf(f));
+        if (fabsf(f) < 65504.0f)
+            CHECK(rcoll_float_to_half(f) == ref_f2h(f), "half(%a)", f);
+    }
+}
+
+/* scalar reference in double/int64 for finite integer-valued inputs */
+static void test_kernels_vs_scalar(void)
+{
+    const size_t n = 1000;
+    for (int dt = 0; dt < RCOLL_DATATYPE_COUNT; dt++) {
+        size_t s = rcoll_datatype_size((rcoll_datatype_t)dt);
+        char *a = malloc(n * s), *b = malloc(n * s), *d = malloc(n * s),
+             *e = malloc(n * s);
+        for (int op = 0; op < RCOLL_OP_COUNT; op++) {
+            rcoll_reduce_fn_t fn =
+                rcoll_reduce_get((rcoll_datatype_t)dt, (rcoll_op_t)op);
+            CHECK(fn != NULL, "no kernel for dt %d op %d", dt, op);
+            if (!fn)
+                continue;
+            /* two ranks' inputs; ref_reduce is the independent answer */
+            ref_fill(a, n, 0, (rcoll_datatype_t)dt, (rcoll_op_t)op, 0, 9);
+            ref_fill(b, n, 0, (rcoll_datatype_t)dt, (rcoll_op_t)op, 1, 9);
+            if (op == RCOLL_AVG) {
+                rcoll_reduce_avg_final((rcoll_datatype_t)dt, d, a, b, n, 2);
+            } else {
+                fn(d, a, b, n);
+            }
+            ref_reduce(e, n, 0, (rcoll_datatype_t)dt, (rcoll_op_t)op, 2, 9);
+            CHECK(ref_count_wrong(d, e, n, (rcoll_datatype_t)dt) == 0,
+                  "dt %d op %d: %zu wrong", dt, op,
+                  ref_count_wrong(d, e, n, (rcoll_datatype_t)dt));
+            /* in place: dst aliases a */
+            ref_fill(a, n, 0, (rcoll_datatype_t)dt, (rcoll_op_t)op, 0, 9);
+            if (op != RCOLL_AVG) {
+                fn(a, a, b, n);
+                CHECK(ref_count_wrong(a, e, n, (rcoll_datatype_t)dt) == 0,
+                      "dt %d op %d in place", dt, op);
+            }
+        }
+        free(a); free(b); free(d); free(e);
+    }
+    CHECK(rcoll_reduce_get(RCOLL_DATATYPE_COUNT, RCOLL_SUM) == NULL, "bad dt");
+    CHECK(rcoll_reduce_get(RCOLL_FLOAT32, RCOLL_OP_COUNT) == NULL, "bad op");
+}
+
+static void test_wrap(void)
+{
+    int8_t a8[2] = {127, -128}, b8[2] = {1, -1}, d8[2];
+    rcoll_reduce_get(RCOLL_INT8, RCOLL_SUM)(d8, a8, b8, 2);
+    CHECK(d8[0] == -128 && d8[1] == 127, "int8 sum wraps: %d %d", d8[0], d8[1]);
+    int32_t a32 = INT32_MAX, b32 = 2, d32;
+    rcoll_reduce_get(RCOLL_INT32, RCOLL_PROD)(&d32, &a32, &b32, 1);
+    CHECK(d32 == -2, "int32 prod wraps: %d", d32);
+    uint64_t au = UINT64_MAX, bu = 2, du;
+    rcoll_reduce_get(RCOLL_UINT64, RCOLL_SUM)(&du, &au, &bu, 1);
+    CHECK(du == 1, "uint64 sum wraps");
+    int64_t ai = INT64_MIN, bi = -1, di;
+    rcoll_reduce_get(RCOLL_INT64, RCOLL_SUM)(&di, &ai, &bi, 1);
+    CHECK(di == INT64_MAX, "int64 sum wraps");
+    uint8_t x = 200, y = 100, z;
+    rcoll_reduce_get(RCOLL_UINT8, RCOLL_MAX)(&z, &x, &y, 1);
+    CHECK(z == 200, "uint8 max is unsigned");
+    int8_t sx = -100, sy = 100, sz;
+    rcoll_reduce_get(RCOLL_INT8, RCOLL_MIN)(&sz, &sx, &sy, 1);
+    CHECK(sz == -100, "int8 min is signed");
+    /* AVG of integers: wrapped sum, then truncating division */
+    int32_t p = 7, q = -2, r;
+    rcoll_reduce_avg_final(RCOLL_INT32, &r, &p, &q, 1, 2);
+    CHECK(r == 2, "int32 avg (7 + -2) / 2 = 2, got %d", r);
+    int32_t m = -7, o = 0;
+    rcoll_reduce_avg_final(RCOLL_INT32, &r, &m, &o, 1, 2);
+    CHECK(r == -3, "int32 avg truncates toward zero, got %d", r);
+}
+
+static void test_nan_inf(void)
+{
+    float a[6] = {NAN, 1.0f, INFINITY, -INFINITY, INFINITY, 0.0f};
+    float b[6] = {1.0f, NAN, 1.0f, -1.0f, -INFINITY, -0.0f};
+    float d[6];
+    rcoll_reduce_get(RCOLL_FLOAT32, RCOLL_MIN)(d, a, b, 6);
+    CHECK(isnan(d[0]) && isnan(d[1]), "min propagates NaN");
+    CHECK(d[2] == 1.0f && d[3] == -INFINITY && d[4] == -INFINITY, "min inf");
+    rcoll_reduce_get(RCOLL_FLOAT32, RCOLL_MAX)(d, a, b, 6);
+    CHECK(isnan(d[0]) && isnan(d[1]), "max propagates NaN");
+    CHECK(d[2] == INFINITY && d[3] == -1.0f && d[4] == INFINITY, "max inf");
+    rcoll_reduce_get(RCOLL_FLOAT32, RCOLL_SUM)(d, a, b, 6);
+    CHECK(isnan(d[0]) && isnan(d[1]) && d[2] == INFINITY && isnan(d[4]),
+          "sum: NaN, inf, inf + -inf = NaN");
+    double da[2] = {NAN, 2.0}, db[2] = {3.0, NAN}, dd[2];
+    rcoll_reduce_get(RCOLL_FLOAT64, RCOLL_PROD)(dd, da, db, 2);
+    CHECK(isnan(dd[0]) && isnan(dd[1]), "double prod NaN");
+    uint16_t ha[3] = {0x7e00 /* nan */, 0x7c00 /* inf */, 0x7bff /* max */};
+    uint16_t hb[3] = {0x3c00, 0x3c00, 0x7bff}, hd[3];
+    rcoll_reduce_get(RCOLL_FLOAT16, RCOLL_MAX)(hd, ha, hb, 3);
+    CHECK((hd[0] & 0x7c00) == 0x7c00 && (hd[0] & 0x3ff), "half max NaN");
+    rcoll_reduce_get(RCOLL_FLOAT16, RCOLL_SUM)(hd, ha, hb, 3);
+    CHECK(hd[1] == 0x7c00 && hd[2] == 0x7c00, "half sum overflows to inf");
+    uint16_t ba[1] = {0x7fc0}, bb[1] = {0x3f80}, bd[1];
+    rcoll_reduce_get(RCOLL_BFLOAT16, RCOLL_MIN)(bd, ba, bb, 1);
+    CHECK(isnan(rcoll_bf16_to_float(bd[0])), "bf16 min NaN");
+    /* f16 sum rounds once: 2048 + 1 = 2049 is a tie -> 2048 (even) */
+    uint16_t t1 = rcoll_float_to_half(2048.0f), t2 = rcoll_float_to_half(1.0f),
+             t3;
+    rcoll_reduce_get(RCOLL_FLOAT16, RCOLL_SUM)(&t3, &t1, &t2, 1);
+    CHECK(rcoll_half_to_float(t3) == 2048.0f, "half 2048 + 1 = 2048 (tie)");
+    uint16_t t4 = rcoll_float_to_half(3.0f), t5;
+    rcoll_reduce_get(RCOLL_FLOAT16, RCOLL_SUM)(&t5, &t1, &t4, 1);
+    CHECK(rcoll_half_to_float(t5) == 2052.0f, "half 2048 + 3 = 2052 (tie up)");
+}
+
+int main(void)
+{
+    test_half_conversions();
+    test_bf16_conversions();
+    test_kernels_vs_scalar();
+    test_wrap();
+    test_nan_inf();
+    printf("test_reduce: %d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,1 +1,201 @@
-int main(void){return 0;}
+/* Unit tests of parsing and validation code: sizes, transport lists,
+ * RCOLL_ALGO, SipHash (the connection MAC), hex, the unique id, addresses,
+ * block partitions, the schedule builders' shapes. */
+#include "bootstrap/bootstrap.h"
+#include "coll/sched.h"
+#include "util/params.h"
+#include <stdio.h>
+#include <string.h>
+
+static int failures, checks;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        checks++;                                                            \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
+            printf(__VA_ARGS__);                                             \
+            printf("\n");                                                    \
+        }                                                                    \
+    } while (0)
+
+static void test_sizes(void)
+{
+    size_t v;
+    CHECK(rcoll_parse_size("0", &v) == 0 && v == 0, "0");
+    CHECK(rcoll_parse_size("512K", &v) == 0 && v == 512 << 10, "512K");
+    CHECK(rcoll_parse_size("8M", &v) == 0 && v == 8 << 20, "8M");
+    CHECK(rcoll_parse_size("2g", &v) == 0 && v == (size_t)2 << 30, "2g");
+    CHECK(rcoll_parse_size("64KB", &v) == 0 && v == 64 << 10, "64KB");
+    CHECK(rcoll_parse_size("0x10", &v) == 0 && v == 16, "hex");
+    CHECK(rcoll_parse_size("", &v) != 0, "empty");
+    CHECK(rcoll_parse_size("12X", &v) != 0, "bad suffix");
+    CHECK(rcoll_parse_size("-1", &v) != 0, "negative");
+    CHECK(rcoll_parse_size("1MM", &v) != 0, "junk after suffix");
+}
+
+static void test_lists(void)
+{
+    CHECK(rcoll_config_name_allowed(NULL, "tcp"), "NULL allows all");
+    CHECK(rcoll_config_name_allowed("", "tcp"), "empty allows all");
+    CHECK(rcoll_config_name_allowed("tcp,shm", "tcp"), "include list");
+    CHECK(!rcoll_config_name_allowed("shm", "tcp"), "not in include list");
+    CHECK(!rcoll_config_name_allowed("^tcp", "tcp"), "excluded");
+    CHECK(rcoll_config_name_allowed("^shm", "tcp"), "exclude other");
+    CHECK(!rcoll_config_name_allowed("tcpx", "tcp"), "no prefix match");
+}
+
+static void test_algo_config(void)
+{
+    const char *saved = rcoll_config.algo;
+    rcoll_config.algo = "broadcast:tree,allreduce:ring";
+    CHECK(coll_algo_check_config() == RCOLL_OK, "valid RCOLL_ALGO");
+    rcoll_config.algo = "broadcast:nope";
+    CHECK(coll_algo_check_config() == RCOLL_ERR_INVALID_ARGUMENT,
+          "unknown algorithm");
+    CHECK(strstr(rcoll_last_error(), "broadcast:nope") != NULL,
+          "message names the entry: %s", rcoll_last_error());
+    rcoll_config.algo = "allreduce";
+    CHECK(coll_algo_check_config() == RCOLL_ERR_INVALID_ARGUMENT,
+          "missing algorithm name");
+    rcoll_config.algo = saved;
+}
+
+static void test_siphash(void)
+{
+    /* the SipHash-2-4 paper's test vector: key 00..0f, message 00..0e */
+    uint8_t key[16], msg[15];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 15; i++)
+        msg[i] = (uint8_t)i;
+    CHECK(rcoll_siphash(key, msg, 15) == 0xa129ca6149be45e5ULL,
+          "siphash vector: %016llx",
+          (unsigned long long)rcoll_siphash(key, msg, 15));
+    CHECK(rcoll_siphash(key, "", 0) == 0x726fdb47dd0e0e31ULL,
+          "siphash empty message");
+}
+
+static void test_hex_and_id(void)
+{
+    uint8_t in[5] = {0x00, 0x7f, 0x80, 0xab, 0xff}, out[5];
+    char hex[11];
+    CHECK(rcoll_hex_encode(in, 5, hex, sizeof(hex)) == 0 &&
+              !strcmp(hex, "007f80abff"), "hex encode %s", hex);
+    CHECK(rcoll_hex_decode("007f80abff", out, 5) == 0 && !memcmp(in, out, 5),
+          "hex decode");
+    CHECK(rcoll_hex_decode("007F80ABFF", out, 5) == 0, "upper case");
+    CHECK(rcoll_hex_decode("007f80abf", out, 5) != 0, "odd length");
+    CHECK(rcoll_hex_decode("007f80abfg", out, 5) != 0, "bad digit");
+    CHECK(rcoll_hex_encode(in, 5, hex, 10) != 0, "output too small");
+
+    rcoll_sockaddr_t a, b;
+    uint8_t secret[16], s2[16];
+    rcoll_unique_id_t id;
+    for (int i = 0; i < 16; i++)
+        secret[i] = (uint8_t)(i * 17);
+    CHECK(rcoll_sock_parse_addr("127.0.0.1:4242", &a) == RCOLL_OK, "parse");
+    rcoll_boot_id_pack(&a, secret, &id);
+    CHECK(rcoll_boot_id_unpack(&id, &b, s2) == RCOLL_OK, "unpack");
+    CHECK(b.sin.sin_port == a.sin.sin_port &&
+              b.sin.sin_addr.s_addr == a.sin.sin_addr.s_addr &&
+              !memcmp(secret, s2, 16), "id round trip");
+    memset(&id, 0, sizeof(id));
+    CHECK(rcoll_boot_id_unpack(&id, &b, s2) == RCOLL_ERR_INVALID_ARGUMENT,
+          "zero id refused");
+    CHECK(rcoll_sock_parse_addr("[::1]:80", &a) == RCOLL_OK &&
+              a.sa.sa_family == AF_INET6, "v6");
+    CHECK(rcoll_sock_parse_addr("127.0.0.1", &a) != RCOLL_OK, "no port");
+    CHECK(rcoll_sock_parse_addr("127.0.0.1:99999", &a) != RCOLL_OK,
+          "port range");
+    CHECK(rcoll_sock_parse_addr("127.0.0.1:12x", &a) != RCOLL_OK, "bad port");
+    CHECK(rcoll_sock_parse_addr(":12", &a) != RCOLL_OK, "no host");
+    char buf[64];
+    rcoll_sock_parse_addr("10.1.2.3:7", &a);
+    CHECK(!strcmp(rcoll_sock_addr_str(&a, buf, sizeof(buf)), "10.1.2.3:7"),
+          "addr str %s", buf);
+}
+
+static void test_blocks(void)
+{
+    size_t counts[] = {0, 1, 7, 8, 9, 1023, 1000003};
+    for (int n = 1; n <= 9; n++) {
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+            size_t c = counts[k], next = 0, lo = (size_t)-1, hi = 0;
+            for (int b = 0; b < n; b++) {
+                size_t off, len;
+                coll_block(c, n, b, &off, &len);
+                CHECK(off == next, "blocks contiguous");
+                next = off + len;
+                lo = len < lo ? len : lo;
+                hi = len > hi ? len : hi;
+            }
+            CHECK(next == c && hi - lo <= 1, "blocks of %zu over %d", c, n);
+        }
+    }
+}
+
+/* Every send in a schedule has a matching receive on the peer, with the
+ * same bytes in the same per-pair order: the property that keeps the FIFO
+ * connections consistent. Checked for every algorithm and team size. */
+static void test_schedule_pairing(void)
+{
+    for (const coll_algo_t *a = coll_algos; a->name; a++) {
+        if (a->kind == COLL_SEND || a->kind == COLL_RECV)
+            continue;
+        for (int n = 1; n <= 9; n++) {
+            for (int root = 0; root < n; root += (n > 3 ? n - 1 : 1)) {
+                coll_sched_t s[9];
+                static char buf[9][4096], out[9][4096 * 9];
+                for (int r = 0; r < n; r++) {
+                    coll_env_t e = {.rank = r, .nranks = n, .chunk_size = 64};
+                    memset(&s[r], 0, sizeof(s[r]));
+                    s[r].kind = a->kind;
+                    s[r].sendbuf = buf[r];
+                    s[r].recvbuf = out[r];
+                    s[r].count = 100;
+                    s[r].dt = RCOLL_FLOAT32;
+                    s[r].root = root;
+                    s[r].chunk = 64;
+                    CHECK(a->build(&s[r], &e) == RCOLL_OK, "%s build",
+                          a->name);
+                }
+                /* for each ordered pair, the byte sequences must agree */
+                for (int x = 0; x < n; x++) {
+                    for (int y = 0; y < n; y++) {
+                        size_t sent[64], recvd[64];
+                        int ns = 0, nr = 0;
+                        for (int k = 0; k < s[x].nsteps && ns < 64; k++)
+                            if (s[x].steps[k].send_peer == y)
+                                sent[ns++] = s[x].steps[k].send_bytes;
+                        for (int k = 0; k < s[y].nsteps && nr < 64; k++)
+                            if (s[y].steps[k].recv_peer == x)
+                                recvd[nr++] = s[y].steps[k].recv_bytes;
+                        int same = ns == nr;
+                        for (int k = 0; same && k < ns; k++)
+                            same = sent[k] == recvd[k];
+                        CHECK(same, "%s/%s n=%d root=%d: %d->%d sends %d "
+                              "msgs, receives %d", coll_kind_name(a->kind),
+                              a->name, n, root, x, y, ns, nr);
+                    }
+                }
+                for (int r = 0; r < n; r++)
+                    coll_sched_free(&s[r]);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    rcoll_config_init();
+    test_sizes();
+    test_lists();
+    test_algo_config();
+    test_siphash();
+    test_hex_and_id();
+    test_blocks();
+    test_schedule_pairing();
+    printf("test_units: %d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -35,16 +35,20 @@ RCOLL_API const char *rcoll_last_error(void)
 rcoll_status_t rcoll__set_error(rcoll_status_t status, const char *fmt, ...)
 {
     va_list ap;
+    char tmp[RCOLL_ERRMSG_LEN];
+    /* format aside: callers often pass rcoll_last_error() as an argument */
     va_start(ap, fmt);
-    vsnprintf(rcoll_errmsg, sizeof(rcoll_errmsg), fmt, ap);
+    vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
+    memcpy(rcoll_errmsg, tmp, sizeof(tmp));
     rcoll_debug(RCOLL_SUBSYS_ALL, "error %d: %s", status, rcoll_errmsg);
     return status;
 }
 
 void rcoll__set_error_str(const char *msg)
 {
-    snprintf(rcoll_errmsg, sizeof(rcoll_errmsg), "%s", msg);
+    if (msg != rcoll_errmsg)
+        snprintf(rcoll_errmsg, sizeof(rcoll_errmsg), "%s", msg);
 }
 
 void rcoll__clear_error(void)

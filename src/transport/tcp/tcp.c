@@ -56,6 +56,7 @@ typedef struct {
     tcp_txitem_t *txq;        /* ring */
     int txq_cap, txq_head, txq_count;
     int want_out;
+    int bye;                  /* the peer said goodbye on this socket */
     int closed;               /* fd closed (bye/abort/error) */
 } tcp_sock_t;
 
@@ -64,7 +65,7 @@ struct tcp_ep {
     int peer;
     tcp_sock_t *socks;
     uint64_t tx_seq, rx_seq;
-    int bye, aborted;         /* what the peer told us */
+    int bye, aborted;         /* what the peer told us (bye: on any socket) */
     int failed;
 };
 
@@ -150,7 +151,7 @@ static void tcp_sock_write(tcp_sock_t *s)
     tcp_ep_t *ep = s->ep;
     while (!s->closed) {
         if (s->txq_count == 0) {
-            if (s->credits_owed > 0 && !ep->bye)
+            if (s->credits_owed > 0 && !s->bye)
                 tcp_txq_push(s, TCP_CREDIT, NULL, NULL, NULL);
             else
                 break;
@@ -214,7 +215,7 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
     if (ep->failed)
         return RCOLL_ERR_REMOTE;
-    if (ep->bye || s->closed)
+    if (s->bye || s->closed)
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
@@ -246,11 +247,13 @@ static int tcp_handle_wire(tcp_sock_t *s)
         return 0;
     case TCP_BYE:
         ep->bye = 1;
-        /* everything before it is in our slots: close our side so the
-         * peer's destroy sees EOF and returns at once */
-        for (int i = 0; i < ep->ctx->nsocks; i++)
-            tcp_sock_close(&ep->socks[i]);
-        rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d said goodbye", ep->peer);
+        s->bye = 1;
+        /* everything sent before it on this socket is in our slots (the
+         * other sockets may still hold data: they get their own goodbye).
+         * Close our side so the peer's destroy sees EOF at once. */
+        tcp_sock_close(s);
+        rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d said goodbye on socket "
+                    "%d", ep->peer, s->idx);
         return -1;
     case TCP_ABORT:
         ep->aborted = 1;
@@ -281,9 +284,8 @@ static void tcp_sock_read(tcp_sock_t *s)
             ssize_t r = recv(s->fd, (char *)&s->rx_wire + s->rx_off,
                              sizeof(tcp_wire_t) - s->rx_off, MSG_DONTWAIT);
             if (r == 0) {
-                if (!ep->bye)
-                    tcp_ep_fail(ep, "the connection closed without goodbye "
-                                "(process died or was killed?)", 0);
+                tcp_ep_fail(ep, "the connection closed without goodbye "
+                            "(process died or was killed?)", 0);
                 return;
             }
             if (r < 0) {
@@ -359,7 +361,7 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
     if (s->rx_count == 0) {
         if (ep->failed)
             return RCOLL_ERR_REMOTE;
-        if (ep->bye)
+        if (s->bye)
             return rcoll__set_error(RCOLL_ERR_REMOTE,
                                     "rank %d already destroyed the "
                                     "communicator", ep->peer);
@@ -377,7 +379,7 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
     s->rx_head = (s->rx_head + 1) % ep->ctx->p.nslots;
     s->rx_count--;
     ep->rx_seq++;
-    if (!ep->bye && !s->closed) {
+    if (!s->bye && !s->closed) {
         s->credits_owed++;
         if (s->txq_count == 0)
             tcp_sock_write(s);
