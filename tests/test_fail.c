@@ -1,1 +1,216 @@
-int main(void){return 0;}
+/* Failure tests, each in its own group of forked ranks:
+ *   kill      rank 2 of 4 is SIGKILLed in the middle of a large allreduce:
+ *             every survivor returns RCOLL_ERR_REMOTE naming rank 2 within
+ *             10 s of its death, and the communicator stays failed.
+ *   abort     rank 1 calls rcoll_comm_abort during a collective: the others
+ *             fail with a message naming rank 1.
+ *   timeout   (RCOLL_TIMEOUT=2) rank 3 is alive but late: its ring successor
+ *             fails with RCOLL_ERR_TIMEOUT naming rank 3, nobody hangs.
+ *   mismatch  rank 0 passes a different count: RCOLL_ERR_MISMATCH naming
+ *             both ranks on the neighbours, an error (not a hang) elsewhere.
+ *   loop      (for tests/test_by_hand.sh) allreduce forever under
+ *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
+ * usage: test_fail kill|abort|timeout|mismatch|loop */
+#include <rcoll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static volatile double *victim_died; /* shared with the children */
+
+static int names(const char *msg, int r)
+{
+    char pat[32];
+    snprintf(pat, sizeof(pat), "rank %d ", r);
+    return strstr(msg, pat) != NULL;
+}
+
+/* Runs allreduces until one fails; returns its status, the time of failure
+ * and its message. */
+static rcoll_status_t until_error(rcoll_comm_t c, size_t count, double *when,
+                                  char *msg, size_t len, double limit)
+{
+    float *a = calloc(count, sizeof(float)), *b = calloc(count, sizeof(float));
+    rcoll_status_t st = RCOLL_OK;
+    double t0 = now();
+    while (st == RCOLL_OK && now() - t0 < limit)
+        st = rcoll_allreduce(a, b, count, RCOLL_FLOAT32, RCOLL_SUM, c, NULL);
+    *when = now();
+    snprintf(msg, len, "%s", rcoll_last_error());
+    free(a);
+    free(b);
+    return st;
+}
+
+static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
+{
+    rcoll_comm_t c;
+    char msg[1024];
+    double when;
+    rcoll_status_t st = rcoll_comm_init_rank(&c, n, id, rank);
+    if (st != RCOLL_OK) {
+        printf("rank %d: init: %s\n", rank, rcoll_last_error());
+        return 1;
+    }
+    if (rcoll_barrier(c) != RCOLL_OK)
+        return 1;
+    if (!strcmp(scn, "kill")) {
+        if (rank == 2) {
+            float *a = calloc(1 << 22, 4), *b = calloc(1 << 22, 4);
+            rcoll_request_t req;
+            rcoll_iallreduce(a, b, 1 << 22, RCOLL_FLOAT32, RCOLL_SUM, c, NULL,
+                             &req);
+            usleep(50 * 1000); /* in the middle of it */
+            *victim_died = now();
+            raise(SIGKILL);
+        }
+        st = until_error(c, 1 << 22, &when, msg, sizeof(msg), 60);
+        double lag = when - *victim_died;
+        printf("rank %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st),
+               lag, msg);
+        int ok = st == RCOLL_ERR_REMOTE && names(msg, 2) && lag < 10.0;
+        /* the communicator stays failed, and says so */
+        rcoll_status_t ae;
+        float x = 1, y;
+        ok = ok && rcoll_comm_get_async_error(c, &ae) == RCOLL_OK &&
+             ae == RCOLL_ERR_REMOTE;
+        ok = ok && rcoll_allreduce(&x, &y, 1, RCOLL_FLOAT32, RCOLL_SUM, c,
+                                   NULL) == RCOLL_ERR_REMOTE;
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
+    }
+    if (!strcmp(scn, "abort")) {
+        if (rank == 1) {
+            usleep(200 * 1000);
+            return rcoll_comm_abort(c) == RCOLL_OK ? 0 : 2;
+        }
+        st = until_error(c, 1000, &when, msg, sizeof(msg), 60);
+        printf("rank %d: %s: %s\n", rank, rcoll_status_string(st), msg);
+        rcoll_comm_destroy(c);
+        return st == RCOLL_ERR_REMOTE && names(msg, 1) ? 0 : 2;
+    }
+    if (!strcmp(scn, "timeout")) {
+        if (rank == 3) {
+            sleep(6); /* alive, silent */
+            rcoll_comm_abort(c);
+            return 0;
+        }
+        double t0 = now();
+        st = until_error(c, 1000, &when, msg, sizeof(msg), 60);
+        printf("rank %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st),
+               when - t0, msg);
+        int ok = st == RCOLL_ERR_TIMEOUT && when - t0 < 6.0;
+        if (rank == 0) /* rank 3's ring successor waits on rank 3 itself */
+            ok = ok && names(msg, 3);
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
+    }
+    if (!strcmp(scn, "mismatch")) {
+        float a[64] = {0}, b[64];
+        double t0 = now();
+        st = rcoll_allreduce(a, b, rank == 0 ? 10 : 11, RCOLL_FLOAT32,
+                             RCOLL_SUM, c, NULL);
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        printf("rank %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st),
+               now() - t0, msg);
+        int ok = st != RCOLL_OK;
+        if (rank == 1) /* receives rank 0's count first */
+            ok = st == RCOLL_ERR_MISMATCH && names(msg, 0) && names(msg, 1);
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
+    }
+    return 1;
+}
+
+static int by_hand_loop(void)
+{
+    rcoll_comm_t c;
+    char msg[1024];
+    double when;
+    const char *v = getenv("RCOLL_VICTIM");
+    if (rcoll_comm_init_env(&c) != RCOLL_OK) {
+        printf("init: %s\n", rcoll_last_error());
+        return 1;
+    }
+    rcoll_status_t st = until_error(c, 1 << 16, &when, msg, sizeof(msg), 120);
+    printf("%s: %s\n", rcoll_status_string(st), msg);
+    fflush(stdout);
+    rcoll_comm_destroy(c);
+    return (st == RCOLL_ERR_REMOTE && v && names(msg, atoi(v))) ? 3 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    const char *scn = argv[1];
+    if (!strcmp(scn, "loop"))
+        return by_hand_loop();
+    if (!strcmp(scn, "timeout"))
+        setenv("RCOLL_TIMEOUT", "2", 1);
+    if (!strcmp(scn, "mismatch"))
+        setenv("RCOLL_TIMEOUT", "5", 1);
+    victim_died = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int n = 4;
+    rcoll_unique_id_t id;
+    if (rcoll_get_unique_id(&id) != RCOLL_OK) {
+        printf("get_unique_id: %s\n", rcoll_last_error());
+        return 1;
+    }
+    pid_t pids[4];
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            int rc = child(scn, r, n, &id);
+            fflush(stdout);
+            _exit(rc);
+        }
+    }
+    int bad = 0, left = n;
+    double t0 = now();
+    while (left > 0) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p > 0) {
+            int r;
+            for (r = 0; r < n && pids[r] != p; r++)
+                ;
+            left--;
+            int killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+            int ok = !strcmp(scn, "kill") && r == 2
+                         ? killed
+                         : WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (!ok) {
+                printf("FAIL %s: rank %d ended with status 0x%x\n", scn, r,
+                       status);
+                bad++;
+            }
+            continue;
+        }
+        if (now() - t0 > 40) {
+            printf("FAIL %s: ranks still running after 40 s (a hang)\n", scn);
+            for (int r = 0; r < n; r++)
+                kill(pids[r], SIGKILL);
+            bad++;
+            while (wait(NULL) > 0)
+                ;
+            break;
+        }
+        usleep(20 * 1000);
+    }
+    printf("test_fail %s: %s\n", scn, bad ? "FAILED" : "ok");
+    return bad ? 1 : 0;
+}

@@ -88,12 +88,12 @@ static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
     return rcoll__set_error(
         RCOLL_ERR_MISMATCH,
         "rank %d in %s received from rank %d a message of %s #%llu (count "
-        "%llu, %s, %s, root/peer %u, %u bytes, expected %zu): the ranks "
+        "%llu, %s, %s, root/peer %d, %u bytes, expected %zu): the ranks "
         "called different operations or counts",
         e->rank, mine, peer, coll_kind_name((coll_kind_t)k),
         (unsigned long long)h->seq, (unsigned long long)h->total,
         rcoll_datatype_name((rcoll_datatype_t)dt),
-        rcoll_op_name((rcoll_op_t)op), h->step, h->len, expect_len);
+        rcoll_op_name((rcoll_op_t)op), (int)h->step, h->len, expect_len);
 }
 
 static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs what building and testing rcoll needs on Debian/Ubuntu, only if
+# something is missing. Optional libraries (verbs, rdmacm, hwloc, PMIx) are
+# included so configure finds them; Open MPI only launches tests.
+set -e
+PKGS="build-essential autoconf automake libtool pkg-config
+      libpmix-dev openmpi-bin libopenmpi-dev
+      libibverbs-dev librdmacm-dev libhwloc-dev"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq $missing > /dev/null

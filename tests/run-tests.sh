@@ -1,0 +1,79 @@
+#!/bin/sh
+# The test suite: every test in its own process group under a timeout,
+# one PASS/FAIL/SKIP line each with its time, the tail of a failure's
+# output, and the closing line "N passed, M failed[, K skipped]".
+# Run by `make check` (which sets RCOLL_BUILDDIR / RCOLL_SRCDIR / MPIRUN).
+# RCOLL_TEST_FILTER=regex runs only the tests whose name matches.
+B=${RCOLL_BUILDDIR:-$(pwd)}
+S=${RCOLL_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+RUN="$B/tools/rcoll-run"
+LOGDIR="$B/tests/logs"
+mkdir -p "$LOGDIR"
+pass=0; fail=0; skip=0; failed=""
+t_start=$(date +%s)
+
+# t NAME TIMEOUT_S COMMAND...   exit 0 pass, 77 skip, anything else fail
+t() {
+    name=$1; limit=$2; shift 2
+    if [ -n "$RCOLL_TEST_FILTER" ] && ! echo "$name" | grep -Eq "$RCOLL_TEST_FILTER"; then
+        return
+    fi
+    log="$LOGDIR/$(echo "$name" | tr ' /:' '___').log"
+    t0=$(date +%s.%N)
+    # setsid: its own process group, so the timeout takes all of it
+    timeout -k 5 "$limit" setsid "$@" > "$log" 2>&1 < /dev/null
+    rc=$?
+    t1=$(date +%s.%N)
+    secs=$(awk "BEGIN { print $t1 - $t0 }")
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); printf 'PASS  %-44s %6.1fs\n' "$name" "$secs"
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); printf 'SKIP  %-44s %s\n' "$name" "$(tail -n 1 "$log")"
+    else
+        fail=$((fail + 1)); failed="$failed $name"
+        [ $rc -eq 124 ] && why="timeout after ${limit}s (a hang)" || why="exit $rc"
+        printf 'FAIL  %-44s %6.1fs  %s\n' "$name" "$secs" "$why"
+        tail -n 25 "$log" | sed 's/^/      | /'
+    fi
+}
+
+echo "rcoll test suite (logs in $LOGDIR)"
+t "unit: reduce kernels"          60 "$B/tests/test_reduce"
+t "unit: parsers and schedules"   60 "$B/tests/test_units"
+t "api: arguments and errors"     60 "$B/tests/test_api"
+for n in 1 2 3 4 5 8; do
+    t "coll: matrix, $n ranks"   600 "$RUN" -n $n "$B/tests/test_coll"
+done
+# every algorithm forced, not only the default choice
+for algo in broadcast:tree broadcast:chain; do
+    for n in 3 4; do
+        t "coll: $algo, $n ranks" 300 env RCOLL_ALGO=$algo \
+            "$RUN" -n $n "$B/tests/test_coll" -C broadcast -N 0,1,7,1023,131073,1000000
+    done
+done
+# small slots and one socket: chunking, credits and wrap-around of the rings
+t "coll: 1 socket, 4 KiB chunks, 2 slots" 300 env RCOLL_TCP_NSOCKS=1 \
+    RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$RUN" -n 5 "$B/tests/test_coll" -N 0,1,7,1023,5000
+t "coll: 3 sockets, 1 slot" 300 env RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
+    RCOLL_CHUNK_SIZE=65536 "$RUN" -n 4 "$B/tests/test_coll" -N 1,16385,100000
+for n in 1 2 4 5; do
+    t "nonblocking + 2 threads, $n ranks" 300 "$RUN" -n $n "$B/tests/test_nonblocking"
+done
+for s in kill abort timeout mismatch; do
+    t "fail: $s" 90 "$B/tests/test_fail" $s
+done
+t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
+t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
+t "launch: rcoll-perf all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
+    allreduce -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1
+t "install: pkg-config build"       300 sh "$S/tests/test_install.sh" "$B"
+
+t_end=$(date +%s)
+echo "suite time: $((t_end - t_start)) s"
+[ -n "$failed" ] && echo "failed:$failed"
+if [ $skip -gt 0 ]; then
+    echo "$pass passed, $fail failed, $skip skipped"
+else
+    echo "$pass passed, $fail failed"
+fi
+[ $fail -eq 0 ]
