@@ -126,8 +126,12 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         printf("rank %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st),
                now() - t0, msg);
         int ok = st != RCOLL_OK;
-        if (rank == 1) /* receives rank 0's count first */
-            ok = st == RCOLL_ERR_MISMATCH && names(msg, 0) && names(msg, 1);
+        if (rank == 1) /* receives rank 0's count first: it reports the
+                          mismatch itself, or rank 0's abort that says it */
+            ok = (st == RCOLL_ERR_MISMATCH && names(msg, 0) && names(msg, 1)) ||
+                 (st == RCOLL_ERR_REMOTE && strstr(msg, "different operations"));
+        else /* everybody learns why */
+            ok = ok && strstr(msg, "different operations");
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;
     }

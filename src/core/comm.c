@@ -307,7 +307,7 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
 
     int rc = pthread_create(&c->thread, NULL, progress_thread, c);
     if (rc != 0) {
-        c->tl->ctx_destroy(c->tl_ctx, 1);
+        c->tl->ctx_destroy(c->tl_ctx, 1, NULL);
         st = rcoll__set_error(RCOLL_ERR_SYSTEM, "pthread_create: %s",
                               strerror(rc));
         goto err;
@@ -373,7 +373,8 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
     c->thread_started = 0;
     st = c->error;
     if (c->tl_ctx)
-        c->tl->ctx_destroy(c->tl_ctx, abort || c->error != RCOLL_OK);
+        c->tl->ctx_destroy(c->tl_ctx, abort || c->error != RCOLL_OK,
+                           c->error != RCOLL_OK ? c->errmsg : NULL);
     c->tl_ctx = NULL;
     if (st != RCOLL_OK && !abort)
         rcoll__set_error(st, "%s", c->errmsg);

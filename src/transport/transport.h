@@ -72,8 +72,9 @@ typedef struct rcoll_tl_ops {
     /* Polling work for transports without fds; may be NULL. Returns the
      * number of events handled. */
     int (*progress)(rcoll_tl_ctx_t *ctx);
-    /* Graceful (goodbye to peers, bounded wait) or abortive close. */
-    void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort);
+    /* Graceful (goodbye to peers, bounded wait) or abortive close; an
+     * abort carries `reason` (may be NULL) to the peers' error messages. */
+    void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
 } rcoll_tl_ops_t;
 
 /* All transports compiled in, NULL-terminated. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
+#define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
 
 typedef struct {
@@ -66,6 +67,7 @@ struct tcp_ep {
     tcp_sock_t *socks;
     uint64_t tx_seq, rx_seq;
     int bye, aborted;         /* what the peer told us (bye: on any socket) */
+    char abort_reason[TCP_REASON_MAX];
     int failed;
 };
 
@@ -109,13 +111,14 @@ static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
-    char msg[512];
+    char msg[1024];
     if (ep->failed)
         return;
     ep->failed = 1;
     if (ep->aborted)
         snprintf(msg, sizeof(msg), "rank %d (%s pid %d) aborted the "
-                 "communicator", ep->peer, pi->hostname, pi->pid);
+                 "communicator%s%s", ep->peer, pi->hostname, pi->pid,
+                 ep->abort_reason[0] ? ": " : "", ep->abort_reason);
     else
         snprintf(msg, sizeof(msg), "rank %d (%s pid %d): %s%s%s", ep->peer,
                  pi->hostname, pi->pid, what, err ? ": " : "",
@@ -257,6 +260,8 @@ static int tcp_handle_wire(tcp_sock_t *s)
         return -1;
     case TCP_ABORT:
         ep->aborted = 1;
+        if (w->hdr.len > 0 && w->hdr.len < TCP_REASON_MAX)
+            return 2; /* read the reason first */
         tcp_ep_fail(ep, "aborted", 0);
         return -1;
     case TCP_DATA:
@@ -305,6 +310,18 @@ static void tcp_sock_read(tcp_sock_t *s)
                 return;
             if (k == 0)
                 continue;
+            if (k == 2) {
+                /* an abort's reason: short, read it right here */
+                size_t len = s->rx_wire.hdr.len;
+                double dl = rcoll_time_sec() + 1.0;
+                if (rcoll_sock_recv_all(s->fd, ep->abort_reason, len, dl) ==
+                    RCOLL_OK)
+                    ep->abort_reason[len] = '\0';
+                else
+                    ep->abort_reason[0] = '\0';
+                tcp_ep_fail(ep, "aborted", 0);
+                return;
+            }
             int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
             s->slot_hdr[slot] = s->rx_wire.hdr;
             if (s->rx_wire.hdr.len == 0) {
@@ -430,7 +447,8 @@ static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
     return RCOLL_OK;
 }
 
-static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort);
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason);
 
 static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                                      rcoll_tl_ctx_t **ctx_p,
@@ -561,12 +579,14 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    tcp_ctx_destroy(ctx, 1);
+    tcp_ctx_destroy(ctx, 1, NULL);
     return st;
 }
 
-static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort)
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason)
 {
+    size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
     int n = ctx->p.nranks;
     double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, rcoll_config.timeout);
 
@@ -579,6 +599,7 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort)
             if (s->closed)
                 continue;
             tcp_wire_t w = {.type = abort ? TCP_ABORT : TCP_BYE};
+            w.hdr.len = abort ? (uint32_t)rlen : 0;
             /* flush what is queued, then the goodbye */
             rcoll_sock_set_nonblock(s->fd, 1);
             while (s->txq_count && !s->closed && rcoll_time_sec() < deadline) {
@@ -590,7 +611,9 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort)
             }
             if (s->closed)
                 continue;
-            if (rcoll_sock_send_all(s->fd, &w, sizeof(w), deadline) != RCOLL_OK)
+            if (rcoll_sock_send_all(s->fd, &w, sizeof(w), deadline) != RCOLL_OK ||
+                (w.hdr.len && rcoll_sock_send_all(s->fd, reason, w.hdr.len,
+                                                  deadline) != RCOLL_OK))
                 continue;
             shutdown(s->fd, SHUT_WR);
         }
