@@ -144,26 +144,29 @@ static void one_rank(void)
  * the real ranks still form their communicator. */
 static void wrong_secret(void)
 {
+    /* fork before the id's root thread exists; ids go through pipes */
+    int p1[2], p2[2], status;
     rcoll_unique_id_t id, bad;
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK, "get id");
-    bad = id;
-    bad.internal[40] ^= 0x55; /* inside the secret */
-    bad.internal[41] ^= 0x55;
-    pid_t p = fork();
-    if (p == 0) {
+    if (pipe(p1) || pipe(p2))
+        return;
+    pid_t imp = fork();
+    if (imp == 0) {
         rcoll_comm_t c;
+        if (read(p1[0], &bad, sizeof(bad)) != (ssize_t)sizeof(bad))
+            _exit(1);
         rcoll_status_t st = rcoll_comm_init_rank(&c, 2, &bad, 1);
         printf("impostor: %s: %s\n", rcoll_status_string(st),
                rcoll_last_error());
         _exit(st == RCOLL_ERR_AUTH ? 0 : 1);
     }
-    int status;
-    waitpid(p, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "the impostor was not refused with RCOLL_ERR_AUTH");
-    p = fork();
+    pid_t p = fork();
     if (p == 0) {
         rcoll_comm_t c;
+        char go;
+        /* rank 1 starts only after the impostor was turned away */
+        if (read(p2[0], &id, sizeof(id)) != (ssize_t)sizeof(id) ||
+            read(p2[0], &go, 1) != 1)
+            _exit(1);
         rcoll_status_t st = rcoll_comm_init_rank(&c, 2, &id, 1);
         if (st != RCOLL_OK) {
             printf("rank 1: %s\n", rcoll_last_error());
@@ -174,6 +177,16 @@ static void wrong_secret(void)
         rcoll_comm_destroy(c);
         _exit(st == RCOLL_OK && s == 12 ? 0 : 1);
     }
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK, "get id");
+    bad = id;
+    bad.internal[40] ^= 0x55; /* inside the secret */
+    bad.internal[41] ^= 0x55;
+    CHECK(write(p1[1], &bad, sizeof(bad)) == (ssize_t)sizeof(bad), "pipe");
+    waitpid(imp, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the impostor was not refused with RCOLL_ERR_AUTH");
+    CHECK(write(p2[1], &id, sizeof(id)) == (ssize_t)sizeof(id) &&
+              write(p2[1], "g", 1) == 1, "pipe");
     rcoll_comm_t c;
     rcoll_status_t st = rcoll_comm_init_rank(&c, 2, &id, 0);
     CHECK(st == RCOLL_OK, "rank 0 after the impostor: %s", rcoll_last_error());
@@ -185,6 +198,7 @@ static void wrong_secret(void)
     }
     waitpid(p, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 failed");
+    close(p1[0]); close(p1[1]); close(p2[0]); close(p2[1]);
 }
 
 static void strings(void)
@@ -221,8 +235,8 @@ static void no_launcher(void)
 int main(void)
 {
     strings();
+    wrong_secret(); /* forks: first, while this process has no threads */
     one_rank();
-    wrong_secret();
     no_launcher();
     printf("test_api: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

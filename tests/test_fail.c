@@ -170,18 +170,32 @@ int main(int argc, char **argv)
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int n = 4;
     rcoll_unique_id_t id;
-    if (rcoll_get_unique_id(&id) != RCOLL_OK) {
-        printf("get_unique_id: %s\n", rcoll_last_error());
-        return 1;
-    }
+    /* fork before any thread exists (the id's root service is one), then
+     * hand each child the id through a pipe */
     pid_t pids[4];
+    int pfd[4][2];
     for (int r = 0; r < n; r++) {
+        if (pipe(pfd[r]) != 0)
+            return 1;
         pids[r] = fork();
         if (pids[r] == 0) {
+            close(pfd[r][1]);
+            if (read(pfd[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id))
+                _exit(1);
             int rc = child(scn, r, n, &id);
             fflush(stdout);
             _exit(rc);
         }
+        close(pfd[r][0]);
+    }
+    if (rcoll_get_unique_id(&id) != RCOLL_OK) {
+        printf("get_unique_id: %s\n", rcoll_last_error());
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        if (write(pfd[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+            return 1;
+        close(pfd[r][1]);
     }
     int bad = 0, left = n;
     double t0 = now();
