@@ -100,9 +100,7 @@ static rcoll_status_t do_coll(run_t *r, int inplace)
         return rcoll_broadcast(inplace ? r->rbuf : r->sbuf, r->rbuf, r->count,
                                r->dt, r->root, comm, NULL);
     case REDUCE_SCATTER:
-        return rcoll_reduce_scatter(inplace ? r->sbuf + (size_t)rank *
-                                                  r->count * dts
-                                            : r->sbuf,
+        return rcoll_reduce_scatter(r->sbuf,
                                     inplace ? r->sbuf + (size_t)rank *
                                                   r->count * dts
                                             : r->rbuf,

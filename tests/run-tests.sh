@@ -64,8 +64,10 @@ for s in kill abort timeout mismatch; do
 done
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
-t "launch: rcoll-perf all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
-    allreduce -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1
+for coll in allreduce reduce_scatter reduce allgather broadcast; do
+    t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
+        $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1
+done
 t "install: pkg-config build"       300 sh "$S/tests/test_install.sh" "$B"
 
 t_end=$(date +%s)
