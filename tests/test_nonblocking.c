@@ -161,6 +161,21 @@ int main(void)
     for (int t = 0; t < 2; t++)
         pthread_join(th[t], NULL);
 
+    /* communicators created one after another from the same launcher
+     * environment (the same RCOLL_ROOT port each time) */
+    for (int k = 0; k < 3; k++) {
+        rcoll_comm_t again;
+        st = rcoll_comm_init_env(&again);
+        CHECK(st == RCOLL_OK, "init_env #%d: %s", k + 2, rcoll_last_error());
+        if (st != RCOLL_OK)
+            break;
+        int32_t v = rank, s = -1;
+        CHECK(rcoll_allreduce(&v, &s, 1, RCOLL_INT32, RCOLL_SUM, again,
+                              NULL) == RCOLL_OK && s == n * (n - 1) / 2,
+              "init_env #%d allreduce", k + 2);
+        CHECK(rcoll_comm_destroy(again) == RCOLL_OK, "destroy #%d", k + 2);
+    }
+
     int64_t f = failures, tot = 0;
     rcoll_allreduce(&f, &tot, 1, RCOLL_INT64, RCOLL_SUM, world, NULL);
     if (rank == 0)

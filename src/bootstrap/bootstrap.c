@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BOOT_MAGIC   0x72636f6cU /* "rcol" */
@@ -272,17 +273,27 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
         goto err;
     }
-    /* rendezvous at the root */
+    /* rendezvous at the root; a connection that closes before the root's
+     * first word came from a listener on its way out (the previous
+     * communicator's root on a reused RCOLL_ROOT port): try again */
     boot_hello_t h = {HELLO_ROOT, rank, nranks, sizeof(me)};
-    st = rcoll_sock_connect(root, deadline, &fd);
-    if (st != RCOLL_OK) {
-        st = rcoll__set_error(st, "bootstrap: rank %d cannot reach the root "
-                              "at %s: %s", rank,
-                              rcoll_sock_addr_str(root, a, sizeof(a)),
-                              rcoll_last_error());
-        goto err;
+    for (;;) {
+        st = rcoll_sock_connect(root, deadline, &fd);
+        if (st != RCOLL_OK) {
+            st = rcoll__set_error(st, "bootstrap: rank %d cannot reach the "
+                                  "root at %s: %s", rank,
+                                  rcoll_sock_addr_str(root, a, sizeof(a)),
+                                  rcoll_last_error());
+            goto err;
+        }
+        st = rcoll_sock_auth_connect(fd, secret, &h, sizeof(h), deadline);
+        if (st != RCOLL_ERR_REMOTE || rcoll_time_sec() >= deadline)
+            break;
+        close(fd);
+        fd = -1;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
-    st = rcoll_sock_auth_connect(fd, secret, &h, sizeof(h), deadline);
     if (st == RCOLL_OK)
         st = rcoll_sock_send_all(fd, &me, sizeof(me), deadline);
     if (st == RCOLL_OK)

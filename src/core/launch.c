@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef HAVE_PMIX
 #include <pmix.h>
 #endif
@@ -55,7 +56,16 @@ rcoll_status_t rcoll__root_listen(const rcoll_sockaddr_t *want,
     rcoll_sockaddr_t a = *want;
     int fd;
     char buf[128];
-    rcoll_status_t st = rcoll_sock_listen(&a, 1, &fd);
+    rcoll_status_t st;
+    /* the previous communicator's root may still hold the port for a
+     * moment after serving its rendezvous */
+    double until = rcoll_time_sec() + 2.0;
+    while ((st = rcoll_sock_listen(&a, 1, &fd)) != RCOLL_OK &&
+           rcoll_time_sec() < until) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        a = *want;
+    }
     if (st != RCOLL_OK) {
         /* the name may resolve to an address of another interface: listen
          * on all of them at that port */

@@ -406,6 +406,8 @@ rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
 
     if (hlen > RCOLL_AUTH_HELLO_MAX)
         return RCOLL_ERR_INTERNAL;
+    /* RCOLL_ERR_REMOTE here (closed before the nonce) means the acceptor
+     * never looked at us; callers may retry. Later failures are AUTH. */
     st = rcoll_sock_recv_all(fd, nonce, sizeof(nonce), deadline);
     if (st != RCOLL_OK)
         return st;
