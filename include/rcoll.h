@@ -20,8 +20,10 @@
  *    on every rank must still match. rcoll_get_unique_id, rcoll_status_string
  *    and rcoll_last_error are thread-safe.
  *  - Progress: each communicator owns one progress thread, so non-blocking
- *    operations advance while the caller computes. Idle progress blocks in
- *    epoll(7) instead of spinning.
+ *    operations advance while the caller computes; a caller blocked in
+ *    rcoll_wait (or a blocking collective) drives the progress itself.
+ *    Waiting polls for RCOLL_SPIN_US microseconds, yielding the CPU, then
+ *    blocks in epoll(7).
  */
 #ifndef RCOLL_H
 #define RCOLL_H

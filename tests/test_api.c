@@ -10,17 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 /* expect an invalid-argument error whose message names the call */
 #define BAD(call, name)                                                      \

@@ -7,20 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);                    \
-        if (!(cond)) {                                                       \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);              \
-            printf("FAIL rank %d %s:%d: ", rank, __FILE__, __LINE__);        \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-            fflush(stdout);                                                  \
-        }                                                                    \
-    } while (0)
-
 static int rank, n;
+#define CHECK_RANK rank
+#include "check.h"
 
 #define NOPS 12
 

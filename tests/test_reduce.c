@@ -9,19 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            if (failures < 30) {                                             \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);                  \
-                printf(__VA_ARGS__);                                         \
-                printf("\n");                                                \
-            }                                                                \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 

@@ -7,17 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static void test_sizes(void)
 {

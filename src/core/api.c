@@ -76,8 +76,8 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
     return RCOLL_OK;
 }
 
-static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
-                           rcoll_request_t *req)
+static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
+                               rcoll_request_t *req, int will_wait)
 {
     rcoll_status_t st;
     rcoll__clear_error();
@@ -96,16 +96,22 @@ static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
     r->sched.dt = a->dt;
     r->sched.op = a->has_op ? a->op : RCOLL_SUM;
     r->sched.root = a->root;
-    if ((st = rcoll__comm_post(comm, r)) != RCOLL_OK)
+    if ((st = rcoll__comm_post(comm, r, will_wait)) != RCOLL_OK)
         return st;
     *req = r;
     return RCOLL_OK;
 }
 
+static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
+                           rcoll_request_t *req)
+{
+    return post_req(a, comm, req, 0);
+}
+
 static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
 {
     rcoll_request_t req;
-    rcoll_status_t st = post(a, comm, &req);
+    rcoll_status_t st = post_req(a, comm, &req, 1);
     if (st != RCOLL_OK)
         return st;
     return rcoll_wait(req);

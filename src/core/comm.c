@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -60,11 +61,21 @@ static void wakeup_event(rcoll_ev_handler_t *h, uint32_t events)
         ;
 }
 
-static void comm_wake(struct rcoll_comm *c)
+/* Makes the progress thread leave epoll_wait. */
+static void comm_kick(struct rcoll_comm *c)
 {
     uint64_t one = 1;
     if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         rcoll_warn("eventfd write: %s", strerror(errno));
+}
+
+/* Makes the progress thread look at the queue, wherever it waits. */
+static void comm_wake(struct rcoll_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_signal(&c->idle_cond);
+    pthread_mutex_unlock(&c->lock);
+    comm_kick(c);
 }
 
 /* ---- the progress thread ---- */
@@ -75,9 +86,9 @@ static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
     r->status = st;
     if (st != RCOLL_OK)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg);
-    r->done = 1;
     /* the schedule's buffers are no longer needed */
     coll_sched_free(&r->sched);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
     if (c->qhead == r) {
         c->qhead = r->next;
         if (!c->qhead)
@@ -117,69 +128,132 @@ static void timeout_check(struct rcoll_comm *c, struct rcoll_request *r,
     pthread_mutex_unlock(&c->lock);
 }
 
+/* One turn of the engine; the caller holds c->engine. Runs the head
+ * request's schedule, then waits for I/O: while an operation runs and
+ * things moved within RCOLL_SPIN_US, it looks again without blocking but
+ * yields the CPU in between (ranks often outnumber cores: a peer on this
+ * core must get to run); past that it blocks in epoll, bounded so that
+ * deadlines are checked. With no request it blocks for up to idle_ms;
+ * it never blocks longer than max_ms.
+ * Returns 1 if the communicator is stopping and has nothing left to do. */
+static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
+                       int max_ms)
+{
+    struct epoll_event evs[64];
+    struct rcoll_request *r;
+    int progressed = 0;
+
+    pthread_mutex_lock(&c->lock);
+    if (c->error != RCOLL_OK)
+        fail_all_locked(c);
+    r = c->qhead;
+    if (!r && c->stop) {
+        pthread_mutex_unlock(&c->lock);
+        return 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+
+    if (r) {
+        rcoll_status_t st;
+        double now = rcoll_time_sec();
+        if (!r->started) {
+            r->started = 1;
+            r->last_progress = now;
+            st = coll_sched_build(&r->sched, &c->env);
+            if (st == RCOLL_OK)
+                st = coll_sched_progress(&r->sched, &c->env, &progressed);
+        } else {
+            st = coll_sched_progress(&r->sched, &c->env, &progressed);
+        }
+        if (progressed)
+            r->last_progress = now;
+        if (st != RCOLL_INPROGRESS) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+            pthread_mutex_lock(&c->lock);
+            /* a broken link or a mismatch poisons the communicator: the
+             * ranks no longer agree on what comes next */
+            if (st != RCOLL_OK)
+                comm_set_error_locked(c, st, msg);
+            req_finish_locked(c, r, st, msg);
+            pthread_mutex_unlock(&c->lock);
+            *spin_until = 0;
+            return 0;
+        }
+        timeout_check(c, r, now);
+    }
+    int ms;
+    if (progressed) {
+        ms = 0;
+        *spin_until = 0;
+    } else if (r) {
+        double t = rcoll_time_sec();
+        if (*spin_until == 0)
+            *spin_until = t + rcoll_config.spin_us * 1e-6;
+        ms = t < *spin_until ? 0 : 100;
+    } else {
+        ms = idle_ms;
+        *spin_until = 0;
+    }
+    if (ms > max_ms)
+        ms = max_ms;
+    int n = epoll_wait(c->epfd, evs, 64, ms);
+    if (n == 0 && ms == 0 && !progressed)
+        sched_yield();
+    for (int i = 0; i < n; i++) {
+        rcoll_ev_handler_t *h = evs[i].data.ptr;
+        h->cb(h, evs[i].events);
+    }
+    if (c->tl && c->tl->progress)
+        c->tl->progress(c->tl_ctx);
+    return 0;
+}
+
+/* The progress thread drives the engine while requests are queued and no
+ * caller drives it. A caller blocked in rcoll_wait takes the engine over
+ * (c->waiters > 0) and polls the sockets itself, which saves two thread
+ * hand-offs per operation. With nothing queued the thread sleeps on
+ * idle_cond, waking once a second for a non-blocking look at the sockets so
+ * that a peer's death becomes the communicator's error even while the
+ * application is busy elsewhere. */
 static void *progress_thread(void *arg)
 {
     struct rcoll_comm *c = arg;
-    struct epoll_event evs[64];
-    int idle_ms = 0;
+    double spin_until = 0;
 
     rcoll__log_rank = c->rank;
+    pthread_mutex_lock(&c->engine);
     for (;;) {
-        struct rcoll_request *r;
-        int progressed = 0;
-
         pthread_mutex_lock(&c->lock);
-        if (c->error != RCOLL_OK)
-            fail_all_locked(c);
-        r = c->qhead;
-        if (!r && c->stop) {
+        int idle = c->waiters > 0 || (!c->qhead && !c->stop);
+        if (idle) {
+            pthread_mutex_unlock(&c->engine);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            int rc = pthread_cond_timedwait(&c->idle_cond, &c->lock, &ts);
+            int look = rc == ETIMEDOUT && c->waiters == 0;
             pthread_mutex_unlock(&c->lock);
-            break;
+            pthread_mutex_lock(&c->engine);
+            if (look) {
+                double never = 1;
+                engine_turn(c, &never, 0, 0);
+            }
+            continue;
         }
         pthread_mutex_unlock(&c->lock);
-
-        if (r) {
-            rcoll_status_t st;
-            double now = rcoll_time_sec();
-            if (!r->started) {
-                r->started = 1;
-                r->last_progress = now;
-                st = coll_sched_build(&r->sched, &c->env);
-                if (st == RCOLL_OK)
-                    st = coll_sched_progress(&r->sched, &c->env, &progressed);
-            } else {
-                st = coll_sched_progress(&r->sched, &c->env, &progressed);
-            }
-            if (progressed)
-                r->last_progress = now;
-            if (st != RCOLL_INPROGRESS) {
-                char msg[1024];
-                snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
-                pthread_mutex_lock(&c->lock);
-                /* a broken link or a mismatch poisons the communicator: the
-                 * ranks no longer agree on what comes next */
-                if (st != RCOLL_OK)
-                    comm_set_error_locked(c, st, msg);
-                req_finish_locked(c, r, st, msg);
-                pthread_mutex_unlock(&c->lock);
-                continue;
-            }
-            timeout_check(c, r, now);
-        }
-        /* wait for I/O: poll without blocking while things move, then
-         * block (bounded, so that deadlines are checked) */
-        int ms = progressed ? 0 : (r ? 100 : 1000);
-        if (!progressed && idle_ms < 2 && r)
-            ms = 0; /* one more cheap look before sleeping */
-        idle_ms = progressed ? 0 : idle_ms + 1;
-        int n = epoll_wait(c->epfd, evs, 64, ms);
-        for (int i = 0; i < n; i++) {
-            rcoll_ev_handler_t *h = evs[i].data.ptr;
-            h->cb(h, evs[i].events);
-        }
-        if (c->tl && c->tl->progress)
-            c->tl->progress(c->tl_ctx);
+        /* Dekker-style handshake with rcoll_wait: announce a possible epoll
+         * wait, then look for callers; a caller announces itself, then
+         * kicks us out of epoll if we announced */
+        __atomic_store_n(&c->in_epoll, 1, __ATOMIC_SEQ_CST);
+        int max_ms = __atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST) > 0 ? 0
+                                                                        : 1000;
+        int done = engine_turn(c, &spin_until, 1000, max_ms);
+        __atomic_store_n(&c->in_epoll, 0, __ATOMIC_SEQ_CST);
+        if (done)
+            break;
     }
+    pthread_mutex_unlock(&c->engine);
     return NULL;
 }
 
@@ -194,7 +268,9 @@ static void comm_free(struct rcoll_comm *c)
     free(c->eps);
     rcoll_bootstrap_finalize(&c->bs);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->engine);
     pthread_cond_destroy(&c->cond);
+    pthread_cond_destroy(&c->idle_cond);
     free(c);
 }
 
@@ -264,7 +340,9 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->epfd = c->evfd = -1;
     c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->engine, NULL);
     pthread_cond_init(&c->cond, NULL);
+    pthread_cond_init(&c->idle_cond, NULL);
     rcoll__log_rank = rank;
 
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -434,7 +512,8 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
 
 /* ---- requests ---- */
 
-rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r)
+rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
+                                int will_wait)
 {
     const char *what = coll_kind_name(r->sched.kind);
     pthread_mutex_lock(&c->lock);
@@ -463,7 +542,9 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r)
         c->qhead = r;
     c->qtail = r;
     pthread_mutex_unlock(&c->lock);
-    comm_wake(c);
+    /* a caller about to wait drives the engine itself */
+    if (!will_wait)
+        comm_wake(c);
     return RCOLL_OK;
 }
 
@@ -474,6 +555,13 @@ RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
                                 "rcoll_test: NULL argument");
     struct rcoll_comm *c = req->comm;
     rcoll_status_t st = RCOLL_OK;
+    /* one non-blocking turn of the engine if nobody else drives it */
+    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
+        pthread_mutex_trylock(&c->engine) == 0) {
+        double spin_until = 1; /* already past: never block */
+        engine_turn(c, &spin_until, 0, 0);
+        pthread_mutex_unlock(&c->engine);
+    }
     pthread_mutex_lock(&c->lock);
     *done = req->done;
     if (req->done) {
@@ -492,9 +580,28 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
                                 "rcoll_wait: request is NULL");
     struct rcoll_comm *c = req->comm;
     rcoll_status_t st;
+    double spin_until = 0;
+
+    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+        /* take the engine over from the progress thread */
+        pthread_mutex_lock(&c->lock);
+        c->waiters++;
+        pthread_mutex_unlock(&c->lock);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&c->in_epoll, __ATOMIC_SEQ_CST))
+            comm_kick(c);
+        pthread_mutex_lock(&c->engine);
+        while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
+            engine_turn(c, &spin_until, 100, 100);
+        pthread_mutex_unlock(&c->engine);
+        pthread_mutex_lock(&c->lock);
+        c->waiters--;
+        /* requests left for the thread to drive: wake it now */
+        if (c->waiters == 0 && (c->qhead || c->stop))
+            pthread_cond_signal(&c->idle_cond);
+        pthread_mutex_unlock(&c->lock);
+    }
     pthread_mutex_lock(&c->lock);
-    while (!req->done)
-        pthread_cond_wait(&c->cond, &c->lock);
     st = req->status;
     if (st != RCOLL_OK)
         rcoll__set_error_str(req->errmsg);

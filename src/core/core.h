@@ -31,6 +31,13 @@ struct rcoll_comm {
 
     pthread_t thread;
     int thread_started;
+    pthread_mutex_t engine;       /* held by whoever drives the transport
+                                     and the head request (progress thread
+                                     or a caller in rcoll_wait) */
+    int waiters;                  /* callers in rcoll_wait (under lock) */
+    int in_epoll;                 /* progress thread may block in epoll */
+    pthread_cond_t idle_cond;     /* the progress thread waits here while
+                                     callers drive */
     pthread_mutex_t lock;         /* guards everything below */
     pthread_cond_t cond;
     struct rcoll_request *qhead, *qtail; /* posted, in order */
@@ -43,8 +50,10 @@ struct rcoll_comm {
 };
 
 /* Posts a built-but-not-started request; takes ownership of req. */
+/* will_wait: the caller calls rcoll_wait at once (it drives the engine,
+ * so the progress thread is not woken). */
 rcoll_status_t rcoll__comm_post(struct rcoll_comm *comm,
-                                struct rcoll_request *req);
+                                struct rcoll_request *req, int will_wait);
 void rcoll__comm_release(struct rcoll_comm *comm);
 
 /* Init helpers (core/launch.c). */

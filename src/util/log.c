@@ -7,7 +7,7 @@
 
 int rcoll__log_level = RCOLL_LOG_WARN;
 int rcoll__log_subsys = RCOLL_SUBSYS_ALL;
-int rcoll__log_rank = -1;
+__thread int rcoll__log_rank = -1; /* per thread: threads serve different communicators */
 
 void rcoll__log(int level, const char *file, int line, const char *fmt, ...)
 {

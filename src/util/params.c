@@ -167,6 +167,9 @@ static const param_t params[] = {
     P("TIMEOUT", "300", "seconds", timeout, seconds,
       "an operation or bootstrap step that makes no progress for this long "
       "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for"),
+    P("SPIN_US", "200", "int", spin_us, int,
+      "microseconds a waiting rank polls (yielding the CPU between looks) "
+      "before it blocks; 0 blocks at once"),
     P("RANK", "", "int", rank, string,
       "this process's rank (set by rcoll-run, or by hand with RCOLL_SIZE and "
       "RCOLL_ROOT)"),

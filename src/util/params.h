@@ -12,6 +12,7 @@ typedef struct {
     int log_subsys;
     /* errors */
     double timeout;             /* seconds without progress -> error */
+    int spin_us;                /* yielding poll before blocking */
     /* launch / bootstrap */
     const char *rank;           /* raw strings: parsed by init_env */
     const char *size;

@@ -29,7 +29,7 @@ enum { /* subsystems, a bit each */
 
 extern int rcoll__log_level;   /* from RCOLL_DEBUG */
 extern int rcoll__log_subsys;  /* from RCOLL_DEBUG_SUBSYS */
-extern int rcoll__log_rank;    /* last rank known to this process, -1 */
+extern __thread int rcoll__log_rank; /* this thread's rank, -1 */
 
 void rcoll__log(int level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -278,6 +278,28 @@ static int tcp_handle_wire(tcp_sock_t *s)
     }
 }
 
+/* recv() that reports failures: > 0 bytes read, 0 nothing there now,
+ * -1 the link failed (the communicator has been told; `eof` says why when
+ * the peer closed). */
+static ssize_t tcp_recv(tcp_sock_t *s, void *buf, size_t len, const char *eof)
+{
+    for (;;) {
+        ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
+        if (r > 0)
+            return r;
+        if (r == 0) {
+            tcp_ep_fail(s->ep, eof, 0);
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        tcp_ep_fail(s->ep, "connection lost", errno);
+        return -1;
+    }
+}
+
 static void tcp_sock_read(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
@@ -286,21 +308,12 @@ static void tcp_sock_read(tcp_sock_t *s)
         if (s->closed)
             return;
         if (!s->rx_in_payload) {
-            ssize_t r = recv(s->fd, (char *)&s->rx_wire + s->rx_off,
-                             sizeof(tcp_wire_t) - s->rx_off, MSG_DONTWAIT);
-            if (r == 0) {
-                tcp_ep_fail(ep, "the connection closed without goodbye "
-                            "(process died or was killed?)", 0);
+            ssize_t r = tcp_recv(s, (char *)&s->rx_wire + s->rx_off,
+                                 sizeof(tcp_wire_t) - s->rx_off,
+                                 "the connection closed without goodbye "
+                                 "(process died or was killed?)");
+            if (r <= 0)
                 return;
-            }
-            if (r < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    return;
-                if (errno == EINTR)
-                    continue;
-                tcp_ep_fail(ep, "connection lost", errno);
-                return;
-            }
             s->rx_off += (size_t)r;
             if (s->rx_off < sizeof(tcp_wire_t))
                 continue;
@@ -337,21 +350,11 @@ static void tcp_sock_read(tcp_sock_t *s)
         }
         int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
         size_t len = s->rx_wire.hdr.len;
-        ssize_t r = recv(s->fd, s->slot[slot] + s->rx_poff, len - s->rx_poff,
-                         MSG_DONTWAIT);
-        if (r == 0) {
-            tcp_ep_fail(ep, "the connection closed in the middle of a "
-                        "message (process died or was killed?)", 0);
+        ssize_t r = tcp_recv(s, s->slot[slot] + s->rx_poff, len - s->rx_poff,
+                             "the connection closed in the middle of a "
+                             "message (process died or was killed?)");
+        if (r <= 0)
             return;
-        }
-        if (r < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            if (errno == EINTR)
-                continue;
-            tcp_ep_fail(ep, "connection lost", errno);
-            return;
-        }
         s->rx_poff += (size_t)r;
         if (s->rx_poff == len) {
             s->rx_in_payload = 0;
