@@ -51,6 +51,12 @@ for algo in broadcast:tree broadcast:chain; do
             "$RUN" -n $n "$B/tests/test_coll" -C broadcast -N 0,1,7,1023,131073,1000000
     done
 done
+for algo in allreduce:ring allreduce:recursive_doubling; do
+    for n in 3 5 8; do
+        t "coll: $algo, $n ranks" 300 env RCOLL_ALGO=$algo \
+            "$RUN" -n $n "$B/tests/test_coll" -C allreduce -N 0,1,7,1023,131073,300000
+    done
+done
 # small slots and one socket: chunking, credits and wrap-around of the rings
 t "coll: 1 socket, 4 KiB chunks, 2 slots" 300 env RCOLL_TCP_NSOCKS=1 \
     RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$RUN" -n 5 "$B/tests/test_coll" -N 0,1,7,1023,5000

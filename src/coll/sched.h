@@ -107,6 +107,7 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env);
 rcoll_status_t coll_algo_check_config(void);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e);

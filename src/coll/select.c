@@ -1,6 +1,7 @@
 /* The algorithm table and the choice per call. The foundation choice is
  * simple and documented: one algorithm per collective, except broadcast
- * (binomial tree up to RCOLL_BCAST_TREE_MAX bytes, chain above).
+ * (binomial tree up to RCOLL_BCAST_TREE_MAX bytes, chain above) and
+ * all-reduce (recursive doubling up to RCOLL_ALLREDUCE_RD_MAX, ring above).
  * RCOLL_ALGO=coll:name,... forces one. */
 #include "sched.h"
 #include "util/params.h"
@@ -9,7 +10,9 @@
 
 const coll_algo_t coll_algos[] = {
     {COLL_ALLREDUCE, "ring", coll_allreduce_ring,
-     "pipelined ring: reduce-scatter then all-gather"},
+     "pipelined ring: reduce-scatter then all-gather (large messages)"},
+    {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd,
+     "log2(n) exchanges of the whole buffer (small messages)"},
     {COLL_ALLGATHER, "ring", coll_allgather_ring, "pipelined ring"},
     {COLL_BROADCAST, "tree", coll_broadcast_tree,
      "binomial tree, chunk-pipelined (small messages)"},
@@ -54,6 +57,10 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
         if (s->kind == COLL_BROADCAST)
             want = s->count * dts <= rcoll_config.bcast_tree_max ? "tree"
                                                                  : "chain";
+        if (s->kind == COLL_ALLREDUCE)
+            want = s->count * dts <= rcoll_config.allreduce_rd_max
+                       ? "recursive_doubling"
+                       : "ring";
         for (const coll_algo_t *x = coll_algos; x->name; x++)
             if (x->kind == s->kind && (!want || !strcmp(x->name, want))) {
                 a = x;

@@ -199,6 +199,9 @@ static const param_t params[] = {
     P("BCAST_TREE_MAX", "64K", "size", bcast_tree_max, size,
       "broadcasts up to this many bytes use the binomial tree, larger ones "
       "the pipelined chain"),
+    P("ALLREDUCE_RD_MAX", "128K", "size", allreduce_rd_max, size,
+      "all-reduces up to this many bytes use recursive doubling, larger "
+      "ones the pipelined ring"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 
