@@ -14,6 +14,7 @@ typedef struct {
     rcoll_op_t op;
     int root;          /* root, peer, or -1 */
     int has_op;
+    rcoll_stream_t stream; /* host buffers in this release: not used */
 } call_t;
 
 static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
@@ -118,7 +119,7 @@ static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
 }
 
 #define CALL(_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop)            \
-    call_t a = {_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop}
+    call_t a = {_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop, stream}
 
 RCOLL_API rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
@@ -213,6 +214,7 @@ RCOLL_API rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf,
 RCOLL_API rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm,
                                         rcoll_request_t *req)
 {
+    rcoll_stream_t stream = NULL;
     CALL("rcoll_barrier", COLL_BARRIER, NULL, NULL, 0, RCOLL_INT8, RCOLL_SUM,
          -1, 0);
     return post(&a, comm, req);
@@ -220,6 +222,7 @@ RCOLL_API rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm,
 
 RCOLL_API rcoll_status_t rcoll_barrier(rcoll_comm_t comm)
 {
+    rcoll_stream_t stream = NULL;
     CALL("rcoll_barrier", COLL_BARRIER, NULL, NULL, 0, RCOLL_INT8, RCOLL_SUM,
          -1, 0);
     return run(&a, comm);

@@ -37,6 +37,7 @@ static void comm_set_error_locked(struct rcoll_comm *c, rcoll_status_t st,
 
 static void tl_send_done(void *arg, void *cookie)
 {
+    (void)arg;
     coll_sched_send_done((coll_sched_t *)cookie);
 }
 
@@ -45,6 +46,7 @@ static void tl_peer_failed(void *arg, int peer, rcoll_status_t st,
 {
     struct rcoll_comm *c = arg;
     char buf[1024];
+    (void)peer; /* msg names it */
     snprintf(buf, sizeof(buf), "rank %d: peer %s", c->rank, msg);
     pthread_mutex_lock(&c->lock);
     comm_set_error_locked(c, st, buf);
@@ -53,6 +55,7 @@ static void tl_peer_failed(void *arg, int peer, rcoll_status_t st,
 
 static void wakeup_event(rcoll_ev_handler_t *h, uint32_t events)
 {
+    (void)events;
     struct rcoll_comm *c =
         (struct rcoll_comm *)((char *)h - offsetof(struct rcoll_comm,
                                                    ev_wakeup));

@@ -87,6 +87,8 @@ typedef struct {
 
 static int tcp_usable(char *why, size_t len)
 {
+    (void)why; /* TCP works wherever sockets do */
+    (void)len;
     return 1;
 }
 
