@@ -65,7 +65,7 @@ t "coll: 3 sockets, 1 slot" 300 env RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
 for n in 1 2 4 5; do
     t "nonblocking + 2 threads, $n ranks" 300 "$RUN" -n $n "$B/tests/test_nonblocking"
 done
-for s in kill abort timeout mismatch; do
+for s in kill abort abort_thread timeout mismatch; do
     t "fail: $s" 90 "$B/tests/test_fail" $s
 done
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"

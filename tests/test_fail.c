@@ -4,6 +4,10 @@
  *             10 s of its death, and the communicator stays failed.
  *   abort     rank 1 calls rcoll_comm_abort during a collective: the others
  *             fail with a message naming rank 1.
+ *   abort_thread  on rank 0 one thread is blocked in an all-reduce the
+ *             others have not joined; a second thread aborts the
+ *             communicator: the blocked call returns RCOLL_ERR_ABORTED, the
+ *             others fail naming rank 0.
  *   timeout   (RCOLL_TIMEOUT=2) rank 3 is alive but late: every survivor
  *             fails with RCOLL_ERR_TIMEOUT, the ones waiting on rank 3
  *             directly name it, nobody hangs.
@@ -13,6 +17,7 @@
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
  * usage: test_fail kill|abort|timeout|mismatch|loop */
 #include <rcoll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +59,13 @@ static rcoll_status_t until_error(rcoll_comm_t c, size_t count, double *when,
     free(a);
     free(b);
     return st;
+}
+
+static void *abort_later(void *c)
+{
+    usleep(300 * 1000);
+    rcoll_comm_abort((rcoll_comm_t)c);
+    return NULL;
 }
 
 static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
@@ -102,6 +114,24 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         printf("rank %d: %s: %s\n", rank, rcoll_status_string(st), msg);
         rcoll_comm_destroy(c);
         return st == RCOLL_ERR_REMOTE && names(msg, 1) ? 0 : 2;
+    }
+    if (!strcmp(scn, "abort_thread")) {
+        float a[256] = {0}, b[256];
+        if (rank == 0) {
+            pthread_t t;
+            pthread_create(&t, NULL, abort_later, c);
+            st = rcoll_allreduce(a, b, 256, RCOLL_FLOAT32, RCOLL_SUM, c, NULL);
+            printf("rank 0: %s: %s\n", rcoll_status_string(st),
+                   rcoll_last_error());
+            pthread_join(t, NULL);
+            return st == RCOLL_ERR_ABORTED ? 0 : 2;
+        }
+        usleep(1000 * 1000);
+        st = rcoll_allreduce(a, b, 256, RCOLL_FLOAT32, RCOLL_SUM, c, NULL);
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        printf("rank %d: %s: %s\n", rank, rcoll_status_string(st), msg);
+        rcoll_comm_destroy(c);
+        return st == RCOLL_ERR_REMOTE && names(msg, 0) ? 0 : 2;
     }
     if (!strcmp(scn, "timeout")) {
         if (rank == 3) {
