@@ -5,7 +5,7 @@
 # within 10 s. Usage: test_by_hand.sh BUILDDIR
 B=$1
 mkdir -p "$B/tests/logs"
-port=$((20000 + $$ % 20000 * 2))
+port=$((20000 + $$ % 10000 * 4))
 export RCOLL_ROOT=127.0.0.1:$port RCOLL_SIZE=3
 unset RCOLL_SECRET
 pids=""
@@ -18,6 +18,35 @@ for p in $pids; do wait $p || rc=1; done
 cat "$B/tests/logs/by_hand_0.out"
 [ $rc -eq 0 ] || { echo "by hand: a rank failed"; cat "$B"/tests/logs/by_hand_[12].out; exit 1; }
 grep -q "Out of bounds values : 0 OK" "$B/tests/logs/by_hand_0.out" || exit 1
+
+# torchrun's variables (rank 0 serves on MASTER_PORT + 1), then Slurm's
+# with RCOLL_ROOT, as those launchers would set them
+unset RCOLL_ROOT RCOLL_SIZE
+mp=$((port + 2))
+pids=""
+for r in 0 1 2; do
+    env RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$mp \
+        "$B/benchmarks/rcoll-perf" broadcast -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 2 \
+        > "$B/tests/logs/torchrun_$r.out" 2>&1 &
+    pids="$pids $!"
+done
+rc=0
+for p in $pids; do wait $p || rc=1; done
+[ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$B/tests/logs/torchrun_0.out" ||
+    { echo "torchrun-style launch failed"; cat "$B"/tests/logs/torchrun_*.out; exit 1; }
+echo "torchrun-style variables: ok"
+pids=""
+for r in 0 1 2 3; do
+    env SLURM_PROCID=$r SLURM_NTASKS=4 RCOLL_ROOT=127.0.0.1:$((port + 5)) \
+        "$B/benchmarks/rcoll-perf" reduce -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 3 \
+        > "$B/tests/logs/slurm_$r.out" 2>&1 &
+    pids="$pids $!"
+done
+rc=0
+for p in $pids; do wait $p || rc=1; done
+[ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$B/tests/logs/slurm_0.out" ||
+    { echo "slurm-style launch failed"; cat "$B"/tests/logs/slurm_*.out; exit 1; }
+echo "slurm-style variables with RCOLL_ROOT: ok"
 
 # kill one of four hand-started ranks
 port2=$((port + 1))
