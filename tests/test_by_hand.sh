@@ -1,6 +1,7 @@
 #!/bin/sh
 # Ranks started by hand with RCOLL_RANK/RCOLL_SIZE/RCOLL_ROOT (no launcher,
-# no secret given): a checked benchmark runs; then four looping ranks, one
+# no secret given): a checked benchmark runs; torchrun-style and
+# Slurm-style variables work; then four looping ranks, one
 # killed with SIGKILL: the other three must exit with an error naming it
 # within 10 s. Usage: test_by_hand.sh BUILDDIR
 B=$1
