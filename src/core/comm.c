@@ -147,7 +147,11 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     int progressed = 0;
 
     pthread_mutex_lock(&c->lock);
-    if (c->error != RCOLL_OK)
+    /* After a failure, a request already running gets one more look: what
+     * it needs may have arrived before the peer went away. Everything else
+     * fails with the communicator's error. */
+    int failed = c->error != RCOLL_OK;
+    if (failed && (!c->qhead || !c->qhead->started))
         fail_all_locked(c);
     r = c->qhead;
     if (!r && c->stop) {
@@ -181,6 +185,12 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
             req_finish_locked(c, r, st, msg);
             pthread_mutex_unlock(&c->lock);
             *spin_until = 0;
+            return 0;
+        }
+        if (failed) {
+            pthread_mutex_lock(&c->lock);
+            fail_all_locked(c);
+            pthread_mutex_unlock(&c->lock);
             return 0;
         }
         timeout_check(c, r, now);

@@ -58,6 +58,7 @@ typedef struct {
     int txq_cap, txq_head, txq_count;
     int want_out;
     int bye;                  /* the peer said goodbye on this socket */
+    int ended;                /* EOF, reset or abort on this socket */
     int closed;               /* fd closed (bye/abort/error) */
 } tcp_sock_t;
 
@@ -68,6 +69,9 @@ struct tcp_ep {
     uint64_t tx_seq, rx_seq;
     int bye, aborted;         /* what the peer told us (bye: on any socket) */
     char abort_reason[TCP_REASON_MAX];
+    int nended;               /* sockets that ended */
+    char end_what[256];       /* why the first one ended */
+    char fail_msg[1024];      /* the message given to the communicator */
     int failed;
 };
 
@@ -109,25 +113,54 @@ static void tcp_sock_close(tcp_sock_t *s)
     s->closed = 1;
 }
 
+/* The link to this peer is gone: tell the communicator (once). */
 static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
-    char msg[1024];
     if (ep->failed)
         return;
     ep->failed = 1;
+    if (!ep->end_what[0])
+        snprintf(ep->end_what, sizeof(ep->end_what), "%s%s%s", what,
+                 err ? ": " : "", err ? strerror(err) : "");
     if (ep->aborted)
-        snprintf(msg, sizeof(msg), "rank %d (%s pid %d) aborted the "
-                 "communicator%s%s", ep->peer, pi->hostname, pi->pid,
-                 ep->abort_reason[0] ? ": " : "", ep->abort_reason);
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
+                 "aborted the communicator%s%s", ep->peer, pi->hostname,
+                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
     else
-        snprintf(msg, sizeof(msg), "rank %d (%s pid %d): %s%s%s", ep->peer,
-                 pi->hostname, pi->pid, what, err ? ": " : "",
-                 err ? strerror(err) : "");
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
+                 "%s", ep->peer, pi->hostname, pi->pid, ep->end_what);
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
-    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE, msg);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
+                           ep->fail_msg);
+}
+
+/* One socket of a peer ended (EOF, reset, abort notice). What the peer
+ * sent before that on its other sockets is still read (a peer that aborts
+ * or dies right after its last message must not lose it); the peer counts
+ * as failed once all its sockets ended, or as soon as an operation needs
+ * an ended socket. */
+static void tcp_sock_end(tcp_sock_t *s, const char *what, int err)
+{
+    tcp_ep_t *ep = s->ep;
+    if (s->ended || ep->failed)
+        return;
+    if (!ep->end_what[0])
+        snprintf(ep->end_what, sizeof(ep->end_what), "%s%s%s", what,
+                 err ? ": " : "", err ? strerror(err) : "");
+    s->ended = 1;
+    tcp_sock_close(s);
+    if (++ep->nended == ep->ctx->nsocks)
+        tcp_ep_fail(ep, what, err);
+}
+
+/* An operation needs this socket: the peer's failure, as an error. */
+static rcoll_status_t tcp_ep_error(tcp_ep_t *ep)
+{
+    tcp_ep_fail(ep, "connection ended", 0);
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
 }
 
 /* ---- send side ---- */
@@ -194,7 +227,7 @@ static void tcp_sock_write(tcp_sock_t *s)
             }
             if (errno == EINTR)
                 continue;
-            tcp_ep_fail(ep, "send failed", errno);
+            tcp_sock_end(s, "send failed", errno);
             return;
         }
         it->off += (size_t)w;
@@ -218,8 +251,8 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
-    if (ep->failed)
-        return RCOLL_ERR_REMOTE;
+    if (ep->failed || s->ended)
+        return tcp_ep_error(ep);
     if (s->bye || s->closed)
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
@@ -264,7 +297,7 @@ static int tcp_handle_wire(tcp_sock_t *s)
         ep->aborted = 1;
         if (w->hdr.len > 0 && w->hdr.len < TCP_REASON_MAX)
             return 2; /* read the reason first */
-        tcp_ep_fail(ep, "aborted", 0);
+        tcp_sock_end(s, "aborted", 0);
         return -1;
     case TCP_DATA:
         if (w->hdr.len > ep->ctx->p.chunk_size ||
@@ -290,14 +323,14 @@ static ssize_t tcp_recv(tcp_sock_t *s, void *buf, size_t len, const char *eof)
         if (r > 0)
             return r;
         if (r == 0) {
-            tcp_ep_fail(s->ep, eof, 0);
+            tcp_sock_end(s, eof, 0);
             return -1;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        tcp_ep_fail(s->ep, "connection lost", errno);
+        tcp_sock_end(s, "connection lost", errno);
         return -1;
     }
 }
@@ -334,7 +367,7 @@ static void tcp_sock_read(tcp_sock_t *s)
                     ep->abort_reason[len] = '\0';
                 else
                     ep->abort_reason[0] = '\0';
-                tcp_ep_fail(ep, "aborted", 0);
+                tcp_sock_end(s, "aborted", 0);
                 return;
             }
             int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
@@ -381,8 +414,8 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
     if (s->rx_count == 0) {
-        if (ep->failed)
-            return RCOLL_ERR_REMOTE;
+        if (ep->failed || s->ended)
+            return tcp_ep_error(ep);
         if (s->bye)
             return rcoll__set_error(RCOLL_ERR_REMOTE,
                                     "rank %d already destroyed the "
