@@ -9,6 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void run_once(const char *coll, float *a, float *b, size_t count,
+                     size_t per)
+{
+    if (!strcmp(coll, "allreduce"))
+        MPI_Allreduce(a, b, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (!strcmp(coll, "allgather"))
+        MPI_Allgather(a, (int)per, MPI_FLOAT, b, (int)per, MPI_FLOAT,
+                      MPI_COMM_WORLD);
+    else
+        MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     int r, n;
@@ -30,28 +42,12 @@ int main(int argc, char **argv)
         if (!strcmp(coll, "allgather"))
             count = per * (size_t)n;
         float *a = calloc(count + 1, 4), *b = calloc(count + 1, 4);
-        for (int i = 0; i < warm; i++) {
-            if (!strcmp(coll, "allreduce"))
-                MPI_Allreduce(a, b, (int)count, MPI_FLOAT, MPI_SUM,
-                              MPI_COMM_WORLD);
-            else if (!strcmp(coll, "allgather"))
-                MPI_Allgather(a, (int)per, MPI_FLOAT, b, (int)per, MPI_FLOAT,
-                              MPI_COMM_WORLD);
-            else
-                MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        }
+        for (int i = 0; i < warm; i++)
+            run_once(coll, a, b, count, per);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        for (int i = 0; i < iters; i++) {
-            if (!strcmp(coll, "allreduce"))
-                MPI_Allreduce(a, b, (int)count, MPI_FLOAT, MPI_SUM,
-                              MPI_COMM_WORLD);
-            else if (!strcmp(coll, "allgather"))
-                MPI_Allgather(a, (int)per, MPI_FLOAT, b, (int)per, MPI_FLOAT,
-                              MPI_COMM_WORLD);
-            else
-                MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        }
+        for (int i = 0; i < iters; i++)
+            run_once(coll, a, b, count, per);
         double t = (MPI_Wtime() - t0) / iters, tmax;
         MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (!r)

@@ -10,6 +10,7 @@
 
 #include "transport/transport.h"
 #include "reduce/reduce.h"
+#include <string.h>
 
 typedef enum {
     COLL_ALLREDUCE = 1, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER,
@@ -81,6 +82,15 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *env,
 void coll_sched_send_done(coll_sched_t *s);
 void coll_sched_free(coll_sched_t *s);
 const char *coll_kind_name(coll_kind_t k);
+
+/* sendbuf -> recvbuf when not in place (count elements): the whole job of
+ * a one-rank all-reduce, reduce or broadcast root. */
+static inline void coll_copy_in(coll_sched_t *s)
+{
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    if (bytes && s->sendbuf != s->recvbuf)
+        memcpy(s->recvbuf, s->sendbuf, bytes);
+}
 
 /* Block b of n over count elements: offset and length in elements. */
 static inline void coll_block(size_t count, int n, int b, size_t *off,

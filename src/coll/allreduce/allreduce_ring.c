@@ -17,8 +17,7 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
     rcoll_status_t st;
 
     if (n == 1) {
-        if (in != out && s->count)
-            memcpy(out, in, s->count * dts);
+        coll_copy_in(s);
         return RCOLL_OK;
     }
     for (int step = 0; step < 2 * (n - 1); step++) {

@@ -13,8 +13,7 @@ rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
     rcoll_status_t st;
 
     if (pos == 0) {
-        if (bytes && s->sendbuf != s->recvbuf)
-            memcpy(s->recvbuf, s->sendbuf, bytes);
+        coll_copy_in(s);
         if (n == 1)
             return RCOLL_OK;
         coll_sched_step_init(&t);

@@ -14,8 +14,8 @@ rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e)
     coll_step_t t;
     rcoll_status_t st;
 
-    if (v == 0 && bytes && s->sendbuf != s->recvbuf)
-        memcpy(s->recvbuf, s->sendbuf, bytes);
+    if (v == 0)
+        coll_copy_in(s);
     while (mask < n) {
         if (v & mask) {
             coll_sched_step_init(&t);

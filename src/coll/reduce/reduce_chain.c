@@ -16,8 +16,7 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e)
     rcoll_status_t st;
 
     if (n == 1) {
-        if (bytes && s->sendbuf != s->recvbuf)
-            memcpy(s->recvbuf, s->sendbuf, bytes);
+        coll_copy_in(s);
         return RCOLL_OK;
     }
     if (pos == n - 1) {
