@@ -68,6 +68,7 @@ done
 for s in kill abort abort_thread timeout mismatch; do
     t "fail: $s" 90 "$B/tests/test_fail" $s
 done
+t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do

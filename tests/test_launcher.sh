@@ -1,0 +1,54 @@
+#!/bin/sh
+# rcoll-run itself: environment, tagged output, a failing rank stops the
+# others and sets the exit status, --timeout, -k; and a bad RCOLL_*
+# value is reported by name. Usage: test_launcher.sh BUILDDIR
+B=$1
+RUN="$B/tools/rcoll-run"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# every rank gets its environment; -t prefixes lines with [rank]
+out=$("$RUN" -n 3 -t sh -c 'echo "r=$RCOLL_RANK n=$RCOLL_SIZE root=$RCOLL_ROOT s=${#RCOLL_SECRET}"') ||
+    fail "plain run exited $?"
+echo "$out"
+for r in 0 1 2; do
+    echo "$out" | grep -q "^\[$r\] r=$r n=3 root=127.0.0.1:[0-9]* s=32$" || fail "rank $r line"
+done
+
+# one rank fails: the others (sleeping 60 s) are stopped, status is its own
+t0=$(date +%s)
+"$RUN" -n 3 sh -c 'if [ "$RCOLL_RANK" = 1 ]; then exit 7; fi; sleep 60'
+rc=$?
+t1=$(date +%s)
+echo "failing rank: exit $rc after $((t1 - t0)) s"
+[ $rc -eq 7 ] || fail "exit status $rc, expected 7"
+[ $((t1 - t0)) -lt 10 ] || fail "the others were not stopped"
+
+# a rank killed by a signal: 128 + signal
+"$RUN" -n 2 sh -c 'if [ "$RCOLL_RANK" = 0 ]; then kill -9 $$; fi; sleep 60'
+rc=$?
+echo "killed rank: exit $rc"
+[ $rc -eq 137 ] || fail "exit status $rc, expected 137"
+
+# -k: the others run to their end
+"$RUN" -n 2 -k sh -c 'if [ "$RCOLL_RANK" = 0 ]; then exit 3; fi; sleep 1; echo survivor-done'
+rc=$?
+[ $rc -eq 3 ] || fail "-k exit status $rc, expected 3"
+
+# --timeout: everything is stopped, exit 124
+"$RUN" -n 2 --timeout 1 sleep 30
+rc=$?
+[ $rc -eq 124 ] || fail "--timeout exit status $rc, expected 124"
+
+# usage errors
+"$RUN" -n 0 true 2> /dev/null && fail "-n 0 accepted"
+"$RUN" --bogus -n 1 true 2> /dev/null && fail "unknown option accepted"
+
+# a bad parameter value is named in the error, nothing crashes
+msg=$(RCOLL_TIMEOUT=abc "$RUN" -n 1 "$B/benchmarks/rcoll-perf" allreduce -b 8 -e 8 2>&1)
+rc=$?
+echo "$msg" | tail -n 1
+[ $rc -ne 0 ] || fail "RCOLL_TIMEOUT=abc accepted"
+echo "$msg" | grep -q 'RCOLL_TIMEOUT="abc"' || fail "message does not name RCOLL_TIMEOUT"
+msg=$(RCOLL_ALGO=allreduce:nope "$RUN" -n 1 "$B/benchmarks/rcoll-perf" allreduce -b 8 -e 8 2>&1)
+echo "$msg" | grep -q 'allreduce:nope' || fail "message does not name the RCOLL_ALGO entry"
+echo "launcher: ok"
