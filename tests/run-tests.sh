@@ -70,6 +70,7 @@ for s in kill abort abort_thread timeout mismatch; do
 done
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
+t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
