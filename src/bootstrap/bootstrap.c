@@ -265,7 +265,7 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
     me.pid = (int32_t)getpid();
     me.rank = rank;
     snprintf(me.hostname, sizeof(me.hostname), "%s", rcoll_hostname());
-    rcoll_debug(RCOLL_SUBSYS_BOOT, "bootstrap: rank %d listens on %s (%s)",
+    rcoll_info(RCOLL_SUBSYS_BOOT, "bootstrap: rank %d listens on %s (%s)",
                 rank, rcoll_sock_addr_str(&me.boot_addr, a, sizeof(a)), ifname);
 
     bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));

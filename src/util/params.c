@@ -188,11 +188,11 @@ static const param_t params[] = {
     P("TRANSPORTS", "", "list", transports, string,
       "transports to use (tcp); ^name excludes; empty: all usable"),
     P("TCP_NSOCKS", "2", "int", tcp_nsocks, int,
-      "TCP connections per peer; messages are striped over them"),
+      "TCP connections per peer, 1 to 16; messages are striped over them"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
-      "pipeline chunk = receive slot size in bytes"),
+      "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
-      "receive slots (and so credits) per connection"),
+      "receive slots (and so credits) per connection (at least 1)"),
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),
@@ -225,8 +225,11 @@ static void config_load(void)
             p->parse(p->info.deflt, dst);
         }
     }
+    /* chunks travel with a 32-bit length */
     if (rcoll_config.chunk_size < 64)
         rcoll_config.chunk_size = 64;
+    if (rcoll_config.chunk_size > ((size_t)256 << 20))
+        rcoll_config.chunk_size = (size_t)256 << 20;
     if (rcoll_config.nslots < 1)
         rcoll_config.nslots = 1;
     if (rcoll_config.tcp_nsocks < 1)
