@@ -51,4 +51,7 @@ echo "$msg" | tail -n 1
 echo "$msg" | grep -q 'RCOLL_TIMEOUT="abc"' || fail "message does not name RCOLL_TIMEOUT"
 msg=$(RCOLL_ALGO=allreduce:nope "$RUN" -n 1 "$B/benchmarks/rcoll-perf" allreduce -b 8 -e 8 2>&1)
 echo "$msg" | grep -q 'allreduce:nope' || fail "message does not name the RCOLL_ALGO entry"
+# ranks with different chunk sizes are told so at creation, not later
+msg=$("$RUN" -n 2 sh -c 'if [ "$RCOLL_RANK" = 1 ]; then export RCOLL_CHUNK_SIZE=4096; fi; exec "$0" allreduce -b 8 -e 8' "$B/benchmarks/rcoll-perf" 2>&1)
+echo "$msg" | grep -q 'disagree on RCOLL_TCP_NSOCKS' || { echo "$msg"; fail "differing RCOLL_CHUNK_SIZE not reported"; }
 echo "launcher: ok"

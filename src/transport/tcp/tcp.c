@@ -87,6 +87,9 @@ typedef struct {
     int32_t rank;
     int32_t idx;
     int32_t nsocks;
+    uint64_t chunk_size;      /* must match on both ends, like nslots */
+    int32_t nslots;
+    int32_t pad;
 } tcp_hello_t;
 
 static int tcp_usable(char *why, size_t len)
@@ -572,14 +575,25 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         }
         st = rcoll_sock_auth_accept(fd, p->secret, &h, sizeof(h), deadline);
         if (st != RCOLL_OK || h.magic != TCP_HELLO_MAGIC || h.rank < 0 ||
-            h.rank >= r || h.idx < 0 || h.idx >= ctx->nsocks ||
-            h.nsocks != ctx->nsocks) {
+            h.rank >= r || h.idx < 0 || h.idx >= ctx->nsocks) {
             rcoll_warn("tcp: rank %d dropped a connection: %s", r,
-                       st != RCOLL_OK ? rcoll_last_error()
-                                      : "bad hello (RCOLL_TCP_NSOCKS "
-                                        "differs between ranks?)");
+                       st != RCOLL_OK ? rcoll_last_error() : "bad hello");
             close(fd);
             continue;
+        }
+        if (h.nsocks != ctx->nsocks || h.chunk_size != p->chunk_size ||
+            h.nslots != p->nslots) {
+            /* an authenticated rank with other settings: both would fail
+             * later in confusing ways, so stop here and say why */
+            close(fd);
+            st = rcoll__set_error(
+                RCOLL_ERR_INVALID_ARGUMENT,
+                "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
+                "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
+                "%d): set them the same on every rank", r, h.rank,
+                ctx->nsocks, h.nsocks, p->chunk_size,
+                (unsigned long long)h.chunk_size, p->nslots, h.nslots);
+            goto err;
         }
         st = tcp_sock_setup(ctx, h.rank, h.idx, fd);
         if (st != RCOLL_OK)
@@ -589,7 +603,8 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     for (int peer = r + 1; peer < n; peer++) {
         for (int k = 0; k < ctx->nsocks; k++) {
             int fd;
-            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks};
+            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
+                             p->chunk_size, p->nslots, 0};
             st = rcoll_sock_connect(&addrs[peer], deadline, &fd);
             if (st == RCOLL_OK) {
                 st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
