@@ -302,10 +302,12 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
     close(fd);
     if (st != RCOLL_OK) {
         st = rcoll__set_error(st, "bootstrap: rank %d: rendezvous at %s "
-                              "failed: %s (did every rank start, with the "
-                              "same size and secret?)", rank,
+                              "failed: %s%s", rank,
                               rcoll_sock_addr_str(root, a, sizeof(a)),
-                              rcoll_last_error());
+                              rcoll_last_error(),
+                              st == RCOLL_ERR_AUTH ? ""
+                                                   : " (did every rank start, "
+                                                     "with the same size?)");
         goto err;
     }
     for (int i = 0; i < nranks; i++) {
