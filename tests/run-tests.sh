@@ -51,10 +51,10 @@ for algo in broadcast:tree broadcast:chain; do
             "$RUN" -n $n "$B/tests/test_coll" -C broadcast -N 0,1,7,1023,131073,1000000
     done
 done
-for algo in allreduce:ring allreduce:recursive_doubling; do
+for algo in allreduce:ring allreduce:recursive_doubling allgather:ring allgather:bruck; do
     for n in 3 5 8; do
         t "coll: $algo, $n ranks" 300 env RCOLL_ALGO=$algo \
-            "$RUN" -n $n "$B/tests/test_coll" -C allreduce -N 0,1,7,1023,131073,300000
+            "$RUN" -n $n "$B/tests/test_coll" -C ${algo%%:*} -N 0,1,7,1023,131073,300000
     done
 done
 # small slots and one socket: chunking, credits and wrap-around of the rings

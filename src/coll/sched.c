@@ -177,8 +177,15 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 s->s_chunk = 0;
                 continue;
             }
-            if (t->send_dep >= 0 && s->recv_done[t->send_dep] <= s->s_chunk)
-                break; /* waits for our own receive */
+            if (t->send_dep >= 0) {
+                const coll_step_t *d = &s->steps[t->send_dep];
+                int need = t->send_dep_all
+                               ? nchunks(s, d->recv_peer >= 0 ? d->recv_bytes
+                                                              : 0)
+                               : s->s_chunk + 1;
+                if (s->recv_done[t->send_dep] < need)
+                    break; /* waits for our own receive */
+            }
             size_t off = (size_t)s->s_chunk * s->chunk;
             rcoll_msg_hdr_t h = {
                 .seq = s->kind == COLL_SEND ? 0 : s->seq,
@@ -208,8 +215,13 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
             break;
     }
     if (s->r_step >= s->nsteps && s->s_step >= s->nsteps) {
-        if (s->sends_inflight == 0)
+        if (s->sends_inflight == 0) {
+            if (s->finish) {
+                s->finish(s, e);
+                s->finish = NULL;
+            }
             return RCOLL_OK;
+        }
         s->waiting_for = "its sends to drain to";
     }
     return RCOLL_INPROGRESS;

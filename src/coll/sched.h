@@ -30,6 +30,7 @@ typedef struct {
     size_t send_bytes;
     int send_dep;           /* step whose receive of chunk c must finish
                                before chunk c is sent; -1 none */
+    int send_dep_all;       /* wait for all of send_dep's chunks instead */
     int recv_peer;          /* -1: no receive */
     char *recv_dst;
     const char *recv_local; /* RECV_REDUCE*: the local operand */
@@ -71,6 +72,8 @@ typedef struct coll_sched {
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;
     rcoll_reduce_fn_t reduce;
+    /* run once when every step is done (e.g. a final local copy) */
+    void (*finish)(struct coll_sched *s, const coll_env_t *e);
 } coll_sched_t;
 
 rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step);
@@ -119,6 +122,7 @@ rcoll_status_t coll_algo_check_config(void);
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e);

@@ -1,7 +1,8 @@
 /* The algorithm table and the choice per call. The foundation choice is
  * simple and documented: one algorithm per collective, except broadcast
  * (binomial tree up to RCOLL_BCAST_TREE_MAX bytes, chain above) and
- * all-reduce (recursive doubling up to RCOLL_ALLREDUCE_RD_MAX, ring above).
+ * all-reduce (recursive doubling up to RCOLL_ALLREDUCE_RD_MAX, ring above)
+ * and all-gather (Bruck up to RCOLL_ALLGATHER_BRUCK_MAX gathered bytes).
  * RCOLL_ALGO=coll:name,... forces one. */
 #include "sched.h"
 #include "util/params.h"
@@ -13,7 +14,10 @@ const coll_algo_t coll_algos[] = {
      "pipelined ring: reduce-scatter then all-gather (large messages)"},
     {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd,
      "log2(n) exchanges of the whole buffer (small messages)"},
-    {COLL_ALLGATHER, "ring", coll_allgather_ring, "pipelined ring"},
+    {COLL_ALLGATHER, "ring", coll_allgather_ring,
+     "pipelined ring (large messages)"},
+    {COLL_ALLGATHER, "bruck", coll_allgather_bruck,
+     "Bruck, ceil(log2 n) steps, any rank count (small messages)"},
     {COLL_BROADCAST, "tree", coll_broadcast_tree,
      "binomial tree, chunk-pipelined (small messages)"},
     {COLL_BROADCAST, "chain", coll_broadcast_chain,
@@ -57,6 +61,11 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
         if (s->kind == COLL_BROADCAST)
             want = s->count * dts <= rcoll_config.bcast_tree_max ? "tree"
                                                                  : "chain";
+        if (s->kind == COLL_ALLGATHER)
+            want = s->count * dts * (size_t)env->nranks <=
+                           rcoll_config.allgather_bruck_max
+                       ? "bruck"
+                       : "ring";
         if (s->kind == COLL_ALLREDUCE)
             want = s->count * dts <= rcoll_config.allreduce_rd_max
                        ? "recursive_doubling"

@@ -202,6 +202,9 @@ static const param_t params[] = {
     P("ALLREDUCE_RD_MAX", "128K", "size", allreduce_rd_max, size,
       "all-reduces up to this many bytes use recursive doubling, larger "
       "ones the pipelined ring"),
+    P("ALLGATHER_BRUCK_MAX", "256K", "size", allgather_bruck_max, size,
+      "all-gathers of up to this many gathered bytes use Bruck's algorithm, "
+      "larger ones the pipelined ring"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 

@@ -28,6 +28,7 @@ typedef struct {
     const char *algo;
     size_t bcast_tree_max;      /* bytes; binomial tree at or below */
     size_t allreduce_rd_max;    /* bytes; recursive doubling at or below */
+    size_t allgather_bruck_max; /* gathered bytes; Bruck at or below */
 } rcoll_config_t;
 
 extern rcoll_config_t rcoll_config;
