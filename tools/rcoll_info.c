@@ -73,7 +73,7 @@ static void algorithms(void)
 {
     printf("algorithms (RCOLL_ALGO=collective:name,...):\n");
     for (const coll_algo_t *a = coll_algos; a->name; a++)
-        printf("  %-15s %-14s %s\n", coll_kind_name(a->kind), a->name, a->doc);
+        printf("  %-15s %-19s %s\n", coll_kind_name(a->kind), a->name, a->doc);
 }
 
 static void params(void)
