@@ -1,16 +1,20 @@
 /* Communicator lifetime and the progress engine.
  *
- * Each communicator owns one progress thread. Callers post requests to a
- * FIFO (the order every rank agrees on); the thread runs the head request's
- * schedule, dispatches socket events from one epoll set, and blocks in
- * epoll_wait when nothing moves, so idle ranks that share cores cost
- * nothing. It enforces RCOLL_TIMEOUT (no progress for that long fails the
- * communicator, naming the rank waited for) and turns a broken link into an
- * error of every queued request. Why a thread rather than caller-driven
- * progress: non-blocking collectives must advance while the caller computes
- * (PyTorch DDP overlaps all-reduce with backward), dead peers must be noticed
- * without the caller polling, and deadlines must hold even if the caller
- * never calls rcoll_test. */
+ * Callers post requests to a FIFO (the order every rank agrees on). The
+ * "engine" - the transport's sockets and the head request's schedule - is
+ * driven by whoever holds c->engine: a caller blocked in rcoll_wait (every
+ * blocking collective), or else the communicator's progress thread, which
+ * only drives requests nobody waits for and otherwise sleeps. Waiting polls
+ * briefly while yielding the CPU, then blocks in epoll_wait, so idle ranks
+ * that share cores cost nothing. The engine enforces RCOLL_TIMEOUT (no
+ * progress for that long fails the communicator, naming the rank waited
+ * for) and turns a broken link into an error of every queued request.
+ * Why a thread at all: non-blocking collectives must advance while the
+ * caller computes (PyTorch DDP overlaps all-reduce with backward), dead
+ * peers must be noticed without the caller polling, and deadlines must hold
+ * even if the caller never calls rcoll_test. Why callers drive: a thread
+ * hand-off per message costs more than a small collective (docs/design.md).
+ */
 #include "core.h"
 #include "util/params.h"
 #include <errno.h>
@@ -97,7 +101,6 @@ static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
         if (!c->qhead)
             c->qtail = NULL;
     }
-    pthread_cond_broadcast(&c->cond);
 }
 
 static void fail_all_locked(struct rcoll_comm *c)
@@ -282,7 +285,6 @@ static void comm_free(struct rcoll_comm *c)
     rcoll_bootstrap_finalize(&c->bs);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->engine);
-    pthread_cond_destroy(&c->cond);
     pthread_cond_destroy(&c->idle_cond);
     free(c);
 }
@@ -354,7 +356,6 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->engine, NULL);
-    pthread_cond_init(&c->cond, NULL);
     pthread_cond_init(&c->idle_cond, NULL);
     rcoll__log_rank = rank;
 

@@ -39,7 +39,6 @@ struct rcoll_comm {
     pthread_cond_t idle_cond;     /* the progress thread waits here while
                                      callers drive */
     pthread_mutex_t lock;         /* guards everything below */
-    pthread_cond_t cond;
     struct rcoll_request *qhead, *qtail; /* posted, in order */
     uint64_t coll_seq;            /* collectives posted */
     int refs;                     /* user handle + live requests */
