@@ -21,33 +21,29 @@ cat "$B/tests/logs/by_hand_0.out"
 grep -q "Out of bounds values : 0 OK" "$B/tests/logs/by_hand_0.out" || exit 1
 
 # torchrun's variables (rank 0 serves on MASTER_PORT + 1), then Slurm's
-# with RCOLL_ROOT, as those launchers would set them
+# with RCOLL_ROOT, as those launchers would set them.
+# launch NAME N "VARS with $r" PERF-ARGS...: N ranks, all must pass -c 1
+launch() {
+    name=$1; n=$2; vars=$3; shift 3
+    pids=""
+    r=0
+    while [ $r -lt $n ]; do
+        eval "env $vars \"\$B/benchmarks/rcoll-perf\" \"\$@\"" \
+            > "$B/tests/logs/${name}_$r.out" 2>&1 &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    rc=0
+    for p in $pids; do wait $p || rc=1; done
+    [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$B/tests/logs/${name}_0.out" ||
+        { echo "$name-style launch failed"; cat "$B"/tests/logs/${name}_*.out; exit 1; }
+    echo "$name-style variables: ok"
+}
 unset RCOLL_ROOT RCOLL_SIZE
-mp=$((port + 2))
-pids=""
-for r in 0 1 2; do
-    env RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$mp \
-        "$B/benchmarks/rcoll-perf" broadcast -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 2 \
-        > "$B/tests/logs/torchrun_$r.out" 2>&1 &
-    pids="$pids $!"
-done
-rc=0
-for p in $pids; do wait $p || rc=1; done
-[ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$B/tests/logs/torchrun_0.out" ||
-    { echo "torchrun-style launch failed"; cat "$B"/tests/logs/torchrun_*.out; exit 1; }
-echo "torchrun-style variables: ok"
-pids=""
-for r in 0 1 2 3; do
-    env SLURM_PROCID=$r SLURM_NTASKS=4 RCOLL_ROOT=127.0.0.1:$((port + 5)) \
-        "$B/benchmarks/rcoll-perf" reduce -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 3 \
-        > "$B/tests/logs/slurm_$r.out" 2>&1 &
-    pids="$pids $!"
-done
-rc=0
-for p in $pids; do wait $p || rc=1; done
-[ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$B/tests/logs/slurm_0.out" ||
-    { echo "slurm-style launch failed"; cat "$B"/tests/logs/slurm_*.out; exit 1; }
-echo "slurm-style variables with RCOLL_ROOT: ok"
+launch torchrun 3 'RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2))' \
+    broadcast -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 2
+launch slurm 4 'SLURM_PROCID=$r SLURM_NTASKS=4 RCOLL_ROOT=127.0.0.1:$((port + 5))' \
+    reduce -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 3
 
 # kill one of four hand-started ranks
 port2=$((port + 1))
