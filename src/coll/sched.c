@@ -131,7 +131,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
             }
             const rcoll_msg_hdr_t *h;
             const void *payload;
-            st = e->tl->recv_peek(e->eps[t->recv_peer], &h, &payload);
+            st = e->tls[t->recv_peer]->recv_peek(e->eps[t->recv_peer], &h, &payload);
             if (st == RCOLL_INPROGRESS) {
                 s->waiting_peer = t->recv_peer;
                 s->waiting_for = "data from";
@@ -163,7 +163,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
             case RECV_DISCARD:
                 break;
             }
-            e->tl->recv_release(e->eps[t->recv_peer]);
+            e->tls[t->recv_peer]->recv_release(e->eps[t->recv_peer]);
             s->recv_done[s->r_step]++;
             s->r_chunk++;
             moved = 1;
@@ -195,7 +195,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 .len = (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off),
                 .total = s->count};
             s->sends_inflight++;
-            st = e->tl->send(e->eps[t->send_peer], &h, t->send_buf + off, s);
+            st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h, t->send_buf + off, s);
             if (st == RCOLL_INPROGRESS) {
                 s->sends_inflight--;
                 s->waiting_peer = t->send_peer;

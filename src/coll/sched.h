@@ -43,7 +43,7 @@ typedef struct {
     int rank;
     int nranks;
     size_t chunk_size;
-    const rcoll_tl_ops_t *tl;
+    const rcoll_tl_ops_t *const *tls;  /* by peer: the transport it uses */
     rcoll_tl_ep_t **eps;
     const rcoll_boot_peer_t *peers;
 } coll_env_t;
@@ -123,6 +123,13 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
+                                           const coll_env_t *e);
+rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
+                                                const coll_env_t *e);
+rcoll_status_t coll_reduce_tree(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e);

@@ -68,10 +68,12 @@ static void wakeup_event(rcoll_ev_handler_t *h, uint32_t events)
         ;
 }
 
-/* Makes the progress thread leave epoll_wait. */
+/* Makes the progress thread leave epoll_wait (or a transport's wait). */
 static void comm_kick(struct rcoll_comm *c)
 {
     uint64_t one = 1;
+    if (c->wait_tl >= 0 && c->tls[c->wait_tl]->kick)
+        c->tls[c->wait_tl]->kick(c->tl_ctxs[c->wait_tl]);
     if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         rcoll_warn("eventfd write: %s", strerror(errno));
 }
@@ -213,6 +215,14 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     }
     if (ms > max_ms)
         ms = max_ms;
+    if (ms > 0 && c->wait_tl >= 0) {
+        /* a transport without fds (shared memory) waits on its own futex;
+         * with sockets as well, in short slices between looks at them */
+        int w = c->ntls > 1 ? 1 : ms;
+        c->tls[c->wait_tl]->wait(c->tl_ctxs[c->wait_tl], w);
+        ms = 0;
+        progressed = 1; /* no yield below: we just slept */
+    }
     int n = epoll_wait(c->epfd, evs, 64, ms);
     if (n == 0 && ms == 0 && !progressed)
         sched_yield();
@@ -220,8 +230,9 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         rcoll_ev_handler_t *h = evs[i].data.ptr;
         h->cb(h, evs[i].events);
     }
-    if (c->tl && c->tl->progress)
-        c->tl->progress(c->tl_ctx);
+    for (int i = 0; i < c->ntls; i++)
+        if (c->tls[i]->progress)
+            c->tls[i]->progress(c->tl_ctxs[i]);
     return 0;
 }
 
@@ -282,6 +293,7 @@ static void comm_free(struct rcoll_comm *c)
     if (c->evfd >= 0)
         close(c->evfd);
     free(c->eps);
+    free(c->peer_tl);
     rcoll_bootstrap_finalize(&c->bs);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->engine);
@@ -298,10 +310,13 @@ void rcoll__comm_release(struct rcoll_comm *c)
         comm_free(c);
 }
 
-static rcoll_status_t pick_transport(struct rcoll_comm *c)
+/* The transports this rank may use: allowed by RCOLL_TRANSPORTS and
+ * usable here, as a bit mask over rcoll_transports[]. */
+static uint32_t usable_transports(void)
 {
     char why[256];
-    for (int i = 0; rcoll_transports[i]; i++) {
+    uint32_t mask = 0;
+    for (int i = 0; rcoll_transports[i] && i < RCOLL_MAX_TLS; i++) {
         const rcoll_tl_ops_t *t = rcoll_transports[i];
         if (!rcoll_config_name_allowed(rcoll_config.transports, t->name))
             continue;
@@ -311,13 +326,105 @@ static rcoll_status_t pick_transport(struct rcoll_comm *c)
                        t->name, why);
             continue;
         }
-        c->tl = t;
-        return RCOLL_OK;
+        mask |= 1u << i;
     }
-    return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
-                            "no usable transport (RCOLL_TRANSPORTS=%s)",
-                            rcoll_config.transports ? rcoll_config.transports
-                                                    : "");
+    return mask;
+}
+
+/* Chooses a transport for every pair of ranks (the first both can use that
+ * reaches: shared memory needs the same host) and opens each transport
+ * some pair needs, in the same order on every rank (setup is collective).
+ * Every rank computes the same answer from the same all-gathered masks. */
+static rcoll_status_t open_transports(struct rcoll_comm *c,
+                                      const uint8_t secret[16])
+{
+    int n = c->nranks, me = c->rank;
+    uint32_t *masks = calloc((size_t)n, sizeof(*masks));
+    uint8_t *tl_of = calloc((size_t)n * (size_t)n, 1); /* index + 1 */
+    uint8_t *pairs = calloc((size_t)n * (size_t)n, 1);
+    rcoll_status_t st = RCOLL_OK;
+    if (!masks || !tl_of || !pairs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+        goto out;
+    }
+    masks[me] = usable_transports();
+    st = rcoll_bootstrap_allgather(&c->bs, masks, sizeof(*masks));
+    if (st != RCOLL_OK)
+        goto out;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            uint32_t both = masks[a] & masks[b];
+            int same_host = c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
+            int t;
+            for (t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
+                if ((both >> t & 1) &&
+                    (!rcoll_transports[t]->local_only || same_host))
+                    break;
+            if (!rcoll_transports[t] || t == RCOLL_MAX_TLS) {
+                st = rcoll__set_error(
+                    RCOLL_ERR_NO_DEVICE,
+                    "no transport connects rank %d (%s, transports 0x%x) and "
+                    "rank %d (%s, transports 0x%x): check RCOLL_TRANSPORTS "
+                    "on both", a, c->bs.peers[a].hostname, masks[a], b,
+                    c->bs.peers[b].hostname, masks[b]);
+                goto out;
+            }
+            tl_of[a * n + b] = tl_of[b * n + a] = (uint8_t)(t + 1);
+        }
+    c->tl_events.arg = c;
+    c->tl_events.send_done = tl_send_done;
+    c->tl_events.peer_failed = tl_peer_failed;
+    for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++) {
+        int used = 0;
+        for (int i = 0; i < n * n; i++) {
+            pairs[i] = tl_of[i] == t + 1;
+            used |= pairs[i];
+        }
+        if (!used)
+            continue;
+        const rcoll_tl_ops_t *ops = rcoll_transports[t];
+        rcoll_tl_ep_t **eps = calloc((size_t)n, sizeof(*eps));
+        if (!eps) {
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+            goto out;
+        }
+        rcoll_tl_params_t tp = {
+            .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
+            .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
+            .nslots = rcoll_config.nslots, .ev = &c->tl_events,
+            .pairs = pairs};
+        st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
+        if (st != RCOLL_OK) {
+            free(eps);
+            goto out;
+        }
+        c->tls[c->ntls] = ops;
+        if (ops->wait && c->wait_tl < 0)
+            c->wait_tl = c->ntls;
+        c->ntls++;
+        for (int p = 0; p < n; p++)
+            if (pairs[me * n + p]) {
+                c->eps[p] = eps[p];
+                c->peer_tl[p] = ops;
+            }
+        free(eps);
+        rcoll_debug(RCOLL_SUBSYS_INIT, "rank %d: transport %s opened", me,
+                    ops->name);
+    }
+out:
+    free(masks);
+    free(tl_of);
+    free(pairs);
+    return st;
+}
+
+static void close_transports(struct rcoll_comm *c, int abort,
+                             const char *reason)
+{
+    for (int i = c->ntls - 1; i >= 0; i--)
+        c->tls[i]->ctx_destroy(c->tl_ctxs[i], abort, reason);
+    c->ntls = 0;
+    c->wait_tl = -1;
 }
 
 RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
@@ -353,6 +460,7 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->nranks = nranks;
     c->refs = 1;
     c->epfd = c->evfd = -1;
+    c->wait_tl = -1;
     c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->engine, NULL);
@@ -370,44 +478,52 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->ev_wakeup};
     epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev);
 
-    if ((st = pick_transport(c)) != RCOLL_OK)
+    if (usable_transports() == 0) {
+        st = rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                              "no usable transport (RCOLL_TRANSPORTS=%s)",
+                              rcoll_config.transports ? rcoll_config.transports
+                                                      : "");
         goto err;
+    }
     st = rcoll_bootstrap_init(&c->bs, &root, secret, rank, nranks);
     if (st != RCOLL_OK)
         goto err;
     c->eps = calloc((size_t)nranks, sizeof(*c->eps));
-    if (!c->eps) {
+    c->peer_tl = calloc((size_t)nranks, sizeof(*c->peer_tl));
+    if (!c->eps || !c->peer_tl) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
         goto err;
     }
-    c->tl_events.arg = c;
-    c->tl_events.send_done = tl_send_done;
-    c->tl_events.peer_failed = tl_peer_failed;
-    rcoll_tl_params_t tp = {
-        .rank = rank, .nranks = nranks, .secret = secret, .bs = &c->bs,
-        .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
-        .nslots = rcoll_config.nslots, .ev = &c->tl_events};
-    st = c->tl->ctx_create(&tp, &c->tl_ctx, c->eps);
-    if (st != RCOLL_OK)
+    st = open_transports(c, secret);
+    if (st != RCOLL_OK) {
+        close_transports(c, 1, NULL);
         goto err;
+    }
     c->env.rank = rank;
     c->env.nranks = nranks;
     c->env.chunk_size = rcoll_config.chunk_size;
-    c->env.tl = c->tl;
+    c->env.tls = c->peer_tl;
     c->env.eps = c->eps;
     c->env.peers = c->bs.peers;
 
     int rc = pthread_create(&c->thread, NULL, progress_thread, c);
     if (rc != 0) {
-        c->tl->ctx_destroy(c->tl_ctx, 1, NULL);
+        close_transports(c, 1, NULL);
         st = rcoll__set_error(RCOLL_ERR_SYSTEM, "pthread_create: %s",
                               strerror(rc));
         goto err;
     }
     c->thread_started = 1;
-    rcoll_info(RCOLL_SUBSYS_INIT, "rank %d of %d ready: transport %s, "
-               "chunk %zu bytes, %d slots", rank, nranks, c->tl->name,
-               rcoll_config.chunk_size, rcoll_config.nslots);
+    {
+        char names[128] = "";
+        for (int i = 0; i < c->ntls; i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names),
+                     "%s%s", i ? "," : "", c->tls[i]->name);
+        rcoll_info(RCOLL_SUBSYS_INIT, "rank %d of %d ready: transports %s, "
+                   "chunk %zu bytes, %d slots", rank, nranks,
+                   c->ntls ? names : "none", rcoll_config.chunk_size,
+                   rcoll_config.nslots);
+    }
     *comm = c;
     return RCOLL_OK;
 err:
@@ -464,10 +580,8 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
         pthread_join(c->thread, NULL);
     c->thread_started = 0;
     st = c->error;
-    if (c->tl_ctx)
-        c->tl->ctx_destroy(c->tl_ctx, abort || c->error != RCOLL_OK,
-                           c->error != RCOLL_OK ? c->errmsg : NULL);
-    c->tl_ctx = NULL;
+    close_transports(c, abort || c->error != RCOLL_OK,
+                     c->error != RCOLL_OK ? c->errmsg : NULL);
     if (st != RCOLL_OK && !abort)
         rcoll__set_error(st, "%s", c->errmsg);
     rcoll__comm_release(c);

@@ -5,6 +5,8 @@
 #include "coll/sched.h"
 #include <pthread.h>
 
+#define RCOLL_MAX_TLS 8
+
 struct rcoll_request {
     struct rcoll_comm *comm;
     coll_sched_t sched;
@@ -20,9 +22,13 @@ struct rcoll_comm {
     int rank;
     int nranks;
     rcoll_bootstrap_t bs;
-    const rcoll_tl_ops_t *tl;
-    rcoll_tl_ctx_t *tl_ctx;
-    rcoll_tl_ep_t **eps;
+    /* the transports this communicator opened, in preference order */
+    int ntls;
+    const rcoll_tl_ops_t *tls[RCOLL_MAX_TLS];
+    rcoll_tl_ctx_t *tl_ctxs[RCOLL_MAX_TLS];
+    int wait_tl;                  /* index of a transport with wait(), -1 */
+    const rcoll_tl_ops_t **peer_tl; /* by peer: its transport */
+    rcoll_tl_ep_t **eps;          /* by peer: its endpoint */
     rcoll_tl_events_t tl_events;
     coll_env_t env;
     int epfd;

@@ -44,6 +44,12 @@ typedef struct {
     size_t chunk_size;
     int nslots;
     const rcoll_tl_events_t *ev;
+    /* which rank pairs this transport serves: pairs[a * nranks + b] is 1
+     * if ranks a and b talk through it (symmetric; every rank has the same
+     * matrix). A transport connects only the peers of its own row, but
+     * ctx_create is still called on every rank, since setup is collective
+     * over the bootstrap. */
+    const uint8_t *pairs;
 } rcoll_tl_params_t;
 
 typedef struct rcoll_tl_ctx rcoll_tl_ctx_t;
@@ -54,6 +60,8 @@ typedef struct rcoll_tl_ops {
     const char *doc;
     /* 1 if it can run here (device present...); fills `why` otherwise */
     int (*usable)(char *why, size_t len);
+    /* 1 if it reaches only ranks on the same host (shared memory) */
+    int local_only;
     /* Collective over the bootstrap: creates the context and connects an
      * endpoint to every other rank (eps[rank] is NULL). */
     rcoll_status_t (*ctx_create)(const rcoll_tl_params_t *p,
@@ -72,6 +80,11 @@ typedef struct rcoll_tl_ops {
     /* Polling work for transports without fds; may be NULL. Returns the
      * number of events handled. */
     int (*progress)(rcoll_tl_ctx_t *ctx);
+    /* Optional: blocks up to `ms` until something may have arrived for
+     * this context (transports without fds: a futex). */
+    void (*wait)(rcoll_tl_ctx_t *ctx, int ms);
+    /* Optional: makes a wait() in another thread return now. */
+    void (*kick)(rcoll_tl_ctx_t *ctx);
     /* Graceful (goodbye to peers, bounded wait) or abortive close; an
      * abort carries `reason` (may be NULL) to the peers' error messages. */
     void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
@@ -81,5 +94,6 @@ typedef struct rcoll_tl_ops {
 extern const rcoll_tl_ops_t *const rcoll_transports[];
 
 extern const rcoll_tl_ops_t rcoll_tl_tcp_ops;
+extern const rcoll_tl_ops_t rcoll_tl_shm_ops;
 
 #endif

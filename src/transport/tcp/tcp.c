@@ -513,8 +513,12 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
         goto err;
     }
+    const uint8_t *use = p->pairs + (size_t)r * (size_t)n; /* our peers */
+    int lower = 0;
+    for (int i = 0; i < r; i++)
+        lower += use[i];
     for (int i = 0; i < n; i++) {
-        if (i == r)
+        if (i == r || !use[i])
             continue;
         tcp_ep_t *ep = calloc(1, sizeof(*ep));
         if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
@@ -561,21 +565,23 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
                 "per peer", r, rcoll_sock_addr_str(&me, a, sizeof(a)),
                 ctx->nsocks);
-    /* full mesh: accept everything from lower ranks, then connect to
-     * higher ones (no cycle, so no deadlock) */
-    for (int got = 0; got < r * ctx->nsocks;) {
+    /* full mesh among our peers: accept everything from lower ranks, then
+     * connect to higher ones (no cycle, so no deadlock) */
+    for (int got = 0; got < lower * ctx->nsocks;) {
         int fd;
         tcp_hello_t h;
         st = rcoll_sock_accept(ctx->listen_fd, deadline, &fd);
         if (st != RCOLL_OK) {
             st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
                                   "connections from lower ranks arrived: %s",
-                                  r, got, r * ctx->nsocks, rcoll_last_error());
+                                  r, got, lower * ctx->nsocks,
+                                  rcoll_last_error());
             goto err;
         }
         st = rcoll_sock_auth_accept(fd, p->secret, &h, sizeof(h), deadline);
         if (st != RCOLL_OK || h.magic != TCP_HELLO_MAGIC || h.rank < 0 ||
-            h.rank >= r || h.idx < 0 || h.idx >= ctx->nsocks) {
+            h.rank >= r || !use[h.rank] || h.idx < 0 ||
+            h.idx >= ctx->nsocks) {
             rcoll_warn("tcp: rank %d dropped a connection: %s", r,
                        st != RCOLL_OK ? rcoll_last_error() : "bad hello");
             close(fd);
@@ -601,7 +607,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         got++;
     }
     for (int peer = r + 1; peer < n; peer++) {
-        for (int k = 0; k < ctx->nsocks; k++) {
+        for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
                              p->chunk_size, p->nslots, 0};
@@ -704,6 +710,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .name = "tcp",
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
     .usable = tcp_usable,
+    .local_only = 0,
     .ctx_create = tcp_ctx_create,
     .send = tcp_send,
     .recv_peek = tcp_recv_peek,

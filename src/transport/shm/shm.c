@@ -1,0 +1,606 @@
+/* The shared-memory transport, for ranks on the same host.
+ *
+ * Every rank creates one POSIX shared-memory segment that holds its receive
+ * rings: one ring per local peer that sends to it. A ring is nslots slots
+ * (message header + chunk_size payload, cache-line aligned) and two
+ * counters on their own cache lines: `head`, written only by the sender
+ * (messages published), and `tail`, written only by the receiver (slots
+ * freed; the credits). Single producer, single consumer: the sender fills
+ * slot head % nslots, then publishes with a release store of head; the
+ * receiver reads head with acquire, uses the slot in place (reductions read
+ * straight out of it) and frees it with a release store of tail.
+ *
+ * Segments are named /rcoll-<pid>-<random>, mapped by every peer, and
+ * unlinked by their creator once a barrier says every peer has mapped them,
+ * so a crash after setup leaves nothing in /dev/shm. A crash during setup
+ * can leave a segment behind; setup removes segments whose creating
+ * process no longer exists.
+ *
+ * Waiting: the engine polls (yielding the CPU) for RCOLL_SPIN_US, then
+ * sleeps in wait() on a futex word in its own segment (the doorbell) after
+ * announcing it (`sleeping`). A sender that publishes, or a receiver that
+ * frees a slot, rings the peer's doorbell only when the peer announced
+ * sleep; seq_cst fences on both sides make the announcement and the ring
+ * counters a Dekker pair, so no wake-up is lost.
+ *
+ * Failures: a peer's death is seen through a pidfd in the engine's epoll
+ * set (readable when the process exits); an abort writes its reason into
+ * the aborting rank's segment header, which peers read in progress(). */
+#define _GNU_SOURCE
+#include "transport/transport.h"
+#include "util/params.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_CL 64
+#define SHM_MAGIC 0x73686d31U /* "shm1" */
+#define SHM_REASON_MAX 512
+#define SHM_NAME_MAX 64
+#define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
+
+enum { SHM_LIVE = 0, SHM_CLOSED = 1, SHM_ABORTED = 2 };
+
+/* The head of a segment. The doorbell line is written by everyone who
+ * wakes the owner; the rest is written by the owner only. */
+typedef struct {
+    uint32_t doorbell;          /* futex word */
+    uint32_t sleeping;          /* the owner may be in futex_wait */
+    char pad0[SHM_CL - 8];
+    uint32_t magic;
+    uint32_t state;             /* SHM_LIVE / CLOSED / ABORTED */
+    int32_t rank;
+    int32_t pid;
+    uint64_t chunk_size;
+    uint32_t nslots;
+    uint32_t nrings;
+    char reason[SHM_REASON_MAX];
+} __attribute__((aligned(SHM_CL))) shm_seg_hdr_t;
+
+typedef struct {
+    uint64_t head;              /* sender: messages published */
+    char pad0[SHM_CL - 8];
+    uint64_t tail;              /* receiver: messages consumed */
+    char pad1[SHM_CL - 8];
+} shm_ring_ctl_t;
+
+typedef struct shm_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    char *peer_base;            /* the peer's segment, mapped */
+    size_t peer_len;
+    shm_seg_hdr_t *peer_hdr;
+    shm_ring_ctl_t *tx;         /* our ring in the peer's segment */
+    char *tx_slots;
+    shm_ring_ctl_t *rx;         /* the peer's ring in our segment */
+    char *rx_slots;
+    uint64_t tx_head, tx_tail_seen;
+    uint64_t rx_tail, rx_head_seen;
+    uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
+    uint32_t wake_state;
+    int pidfd;
+    rcoll_ev_handler_t h;
+    int dead;                   /* its process exited */
+    int failed;                 /* reported to the engine */
+    char fail_msg[1024];
+} shm_ep_t;
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    char name[SHM_NAME_MAX];
+    int named;                  /* our segment still has its name */
+    char *base;                 /* our segment */
+    size_t len;
+    shm_seg_hdr_t *hdr;
+    size_t slot_size;
+    shm_ep_t **eps;             /* by rank; NULL if not ours */
+    int npeers;
+    uint8_t *pairs;             /* copy of p.pairs */
+};
+
+/* ---- helpers ---- */
+
+static int futex(uint32_t *uaddr, int op, uint32_t val,
+                 const struct timespec *ts)
+{
+    return (int)syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+static void shm_ring_doorbell(shm_seg_hdr_t *h)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST)) {
+        __atomic_fetch_add(&h->doorbell, 1, __ATOMIC_SEQ_CST);
+        futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+    }
+}
+
+static size_t shm_ring_bytes(size_t slot_size, int nslots)
+{
+    return sizeof(shm_ring_ctl_t) + slot_size * (size_t)nslots;
+}
+
+/* Index of sender s's ring in receiver r's segment: the rings are in rank
+ * order of the senders that r talks to through shared memory. */
+static int shm_ring_index(const rcoll_tl_params_t *p, int r, int s)
+{
+    int idx = 0;
+    for (int i = 0; i < s; i++)
+        idx += p->pairs[(size_t)r * (size_t)p->nranks + (size_t)i];
+    return idx;
+}
+
+static int shm_usable(char *why, size_t len)
+{
+    struct stat sb;
+    if (stat("/dev/shm", &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(why, len, "/dev/shm is missing");
+        return 0;
+    }
+    return 1;
+}
+
+/* Removes segments that a crashed process left behind: /rcoll-<pid>-*
+ * whose process is gone. */
+static void shm_sweep_stale(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        int pid;
+        char name[SHM_NAME_MAX + 2];
+        if (sscanf(e->d_name, "rcoll-%d-", &pid) != 1 || pid <= 0)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(name, sizeof(name), "/%.*s", SHM_NAME_MAX - 1, e->d_name);
+        if (shm_unlink(name) == 0)
+            rcoll_info(RCOLL_SUBSYS_INIT, "shm: removed %s, left by a "
+                       "process that no longer exists", name);
+    }
+    closedir(d);
+}
+
+/* ---- failures ---- */
+
+static void shm_ep_fail(shm_ep_t *ep, const char *what)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) %s",
+             ep->peer, pi->hostname, pi->pid, what);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
+                           ep->fail_msg);
+}
+
+/* Looks at the peer's state; reports an abort or a death once. Returns
+ * the state (SHM_LIVE while it runs). */
+static int shm_ep_check(shm_ep_t *ep)
+{
+    int state = (int)__atomic_load_n(&ep->peer_hdr->state, __ATOMIC_ACQUIRE);
+    if (state == SHM_ABORTED && !ep->failed) {
+        char what[SHM_REASON_MAX + 64];
+        char reason[SHM_REASON_MAX];
+        memcpy(reason, ep->peer_hdr->reason, sizeof(reason));
+        reason[sizeof(reason) - 1] = '\0';
+        snprintf(what, sizeof(what), "aborted the communicator%s%s",
+                 reason[0] ? ": " : "", reason);
+        shm_ep_fail(ep, what);
+    } else if (ep->dead && state == SHM_LIVE && !ep->failed) {
+        shm_ep_fail(ep, "died: its process exited without closing the "
+                    "communicator");
+    }
+    if (state == SHM_LIVE && ep->dead)
+        return SHM_ABORTED;
+    return state;
+}
+
+static rcoll_status_t shm_ep_error(shm_ep_t *ep, int state)
+{
+    if (state == SHM_CLOSED && !ep->failed)
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "rank %d already destroyed "
+                                "the communicator", ep->peer);
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+}
+
+static void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    shm_ep_t *ep = (shm_ep_t *)((char *)h - offsetof(shm_ep_t, h));
+    (void)events;
+    ep->dead = 1;
+    epoll_ctl(ep->ctx->p.epfd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+    shm_ep_check(ep);
+}
+
+/* ---- data path ---- */
+
+static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                               const void *payload, void *cookie)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    if (ep->failed || ep->dead) {
+        int state = shm_ep_check(ep);
+        return shm_ep_error(ep, state == SHM_LIVE ? SHM_ABORTED : state);
+    }
+    if (ep->tx_head - ep->tx_tail_seen >= ns) {
+        ep->tx_tail_seen = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+        if (ep->tx_head - ep->tx_tail_seen >= ns) {
+            int state = shm_ep_check(ep);
+            if (state != SHM_LIVE)
+                return shm_ep_error(ep, state);
+            return RCOLL_INPROGRESS;
+        }
+    }
+    char *slot = ep->tx_slots + (ep->tx_head % ns) * ctx->slot_size;
+    memcpy(slot, hdr, sizeof(*hdr));
+    if (hdr->len)
+        memcpy(slot + SHM_CL, payload, hdr->len);
+    ep->tx_head++;
+    __atomic_store_n(&ep->tx->head, ep->tx_head, __ATOMIC_RELEASE);
+    shm_ring_doorbell(ep->peer_hdr);
+    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
+                                    const rcoll_msg_hdr_t **hdr,
+                                    const void **payload)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (ep->rx_tail == ep->rx_head_seen) {
+        ep->rx_head_seen = __atomic_load_n(&ep->rx->head, __ATOMIC_ACQUIRE);
+        if (ep->rx_tail == ep->rx_head_seen) {
+            int state = shm_ep_check(ep);
+            if (state != SHM_LIVE) {
+                /* published just before it went away? */
+                ep->rx_head_seen =
+                    __atomic_load_n(&ep->rx->head, __ATOMIC_ACQUIRE);
+                if (ep->rx_tail == ep->rx_head_seen)
+                    return shm_ep_error(ep, state);
+            } else {
+                return RCOLL_INPROGRESS;
+            }
+        }
+    }
+    char *slot = ep->rx_slots +
+                 (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size;
+    *hdr = (const rcoll_msg_hdr_t *)slot;
+    *payload = slot + SHM_CL;
+    return RCOLL_OK;
+}
+
+static void shm_recv_release(rcoll_tl_ep_t *tep)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    ep->rx_tail++;
+    __atomic_store_n(&ep->rx->tail, ep->rx_tail, __ATOMIC_RELEASE);
+    shm_ring_doorbell(ep->peer_hdr); /* a credit for a waiting sender */
+}
+
+static int shm_progress(rcoll_tl_ctx_t *ctx)
+{
+    int n = 0;
+    for (int i = 0; i < ctx->p.nranks; i++)
+        if (ctx->eps[i] && !ctx->eps[i]->failed &&
+            shm_ep_check(ctx->eps[i]) == SHM_ABORTED)
+            n++;
+    return n;
+}
+
+/* True if something happened since the last wake-up: a message, a freed
+ * slot or a peer's state change. Each event wakes us once: a message that
+ * the schedule does not want yet (it waits on another peer first) must not
+ * keep us from sleeping. */
+static int shm_anything(rcoll_tl_ctx_t *ctx)
+{
+    int any = 0;
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        if (!ep)
+            continue;
+        uint64_t head = __atomic_load_n(&ep->rx->head, __ATOMIC_SEQ_CST);
+        if (head != ep->rx_tail && head != ep->wake_head) {
+            ep->wake_head = head;
+            any = 1;
+        }
+        uint64_t tail = __atomic_load_n(&ep->tx->tail, __ATOMIC_SEQ_CST);
+        if (tail != ep->wake_tail) {
+            ep->wake_tail = tail;
+            any = 1;
+        }
+        uint32_t state = __atomic_load_n(&ep->peer_hdr->state,
+                                         __ATOMIC_SEQ_CST);
+        if (state != ep->wake_state) {
+            ep->wake_state = state;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+static void shm_wait(rcoll_tl_ctx_t *ctx, int ms)
+{
+    shm_seg_hdr_t *h = ctx->hdr;
+    uint32_t v = __atomic_load_n(&h->doorbell, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!shm_anything(ctx)) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        futex(&h->doorbell, FUTEX_WAIT, v, &ts);
+    }
+    __atomic_store_n(&h->sleeping, 0, __ATOMIC_RELAXED);
+}
+
+static void shm_kick(rcoll_tl_ctx_t *ctx)
+{
+    __atomic_fetch_add(&ctx->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+    futex(&ctx->hdr->doorbell, FUTEX_WAKE, 1, NULL);
+}
+
+/* ---- setup and teardown ---- */
+
+typedef struct {
+    char name[SHM_NAME_MAX];
+} shm_addr_t;
+
+static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason);
+
+static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
+                                   const char *name)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    shm_ep_t *ep = ctx->eps[peer];
+    struct stat sb;
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot open "
+                                "rank %d's segment %s: %s", p->rank, peer,
+                                name, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: fstat %s: %s", name,
+                                strerror(errno));
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: mmap %s: %s", name,
+                                strerror(errno));
+    ep->peer_base = m;
+    ep->peer_len = (size_t)sb.st_size;
+    ep->peer_hdr = m;
+    if (ep->peer_hdr->magic != SHM_MAGIC ||
+        ep->peer_hdr->rank != peer ||
+        ep->peer_hdr->chunk_size != p->chunk_size ||
+        ep->peer_hdr->nslots != (uint32_t)p->nslots)
+        return rcoll__set_error(
+            RCOLL_ERR_INVALID_ARGUMENT,
+            "shm: rank %d and rank %d disagree on RCOLL_CHUNK_SIZE (%zu vs "
+            "%llu) or RCOLL_NSLOTS (%d vs %u): set them the same on every "
+            "rank", p->rank, peer, p->chunk_size,
+            (unsigned long long)ep->peer_hdr->chunk_size, p->nslots,
+            ep->peer_hdr->nslots);
+    size_t rb = shm_ring_bytes(ctx->slot_size, p->nslots);
+    size_t off = sizeof(shm_seg_hdr_t) +
+                 (size_t)shm_ring_index(p, peer, p->rank) * rb;
+    if (off + rb > ep->peer_len)
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL, "shm: rank %d's segment "
+                                "is too small (%zu bytes)", peer,
+                                ep->peer_len);
+    ep->tx = (shm_ring_ctl_t *)(ep->peer_base + off);
+    ep->tx_slots = (char *)(ep->tx + 1);
+    off = sizeof(shm_seg_hdr_t) + (size_t)shm_ring_index(p, p->rank, peer) * rb;
+    ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
+    ep->rx_slots = (char *)(ep->rx + 1);
+
+    /* its death becomes an epoll event */
+    ep->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->bs->peers[peer].pid, 0);
+    if (ep->pidfd >= 0) {
+        ep->h.cb = shm_pidfd_event;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ep->h};
+        if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
+            close(ep->pidfd);
+            ep->pidfd = -1;
+        }
+    }
+    if (ep->pidfd < 0)
+        rcoll_warn("shm: rank %d cannot watch rank %d (pid %d): %s; its "
+                   "death will show only as RCOLL_TIMEOUT", p->rank, peer,
+                   p->bs->peers[peer].pid, strerror(errno));
+    return RCOLL_OK;
+}
+
+static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
+                                     rcoll_tl_ctx_t **ctx_p,
+                                     rcoll_tl_ep_t **eps)
+{
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    shm_addr_t *addrs = NULL;
+    rcoll_status_t st;
+    int n = p->nranks, r = p->rank;
+    const uint8_t *use = p->pairs + (size_t)r * (size_t)n;
+
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+    ctx->p = *p;
+    ctx->pairs = malloc((size_t)n * (size_t)n);
+    if (ctx->pairs) {
+        memcpy(ctx->pairs, p->pairs, (size_t)n * (size_t)n);
+        ctx->p.pairs = ctx->pairs; /* the caller's copy goes away */
+    }
+    ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
+    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    if (!ctx->eps || !addrs || !ctx->pairs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+        goto err;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == r || !use[i])
+            continue;
+        shm_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep) {
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+            goto err;
+        }
+        ep->ctx = ctx;
+        ep->peer = i;
+        ep->pidfd = -1;
+        ctx->eps[i] = ep;
+        ctx->npeers++;
+    }
+    if (ctx->npeers) {
+        uint8_t rnd[8];
+        char hex[17];
+        shm_sweep_stale();
+        if ((st = rcoll_random_bytes(rnd, sizeof(rnd))) != RCOLL_OK)
+            goto err;
+        rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
+        snprintf(ctx->name, sizeof(ctx->name), "/rcoll-%d-%s", (int)getpid(),
+                 hex);
+        ctx->len = sizeof(shm_seg_hdr_t) +
+                   (size_t)ctx->npeers *
+                       shm_ring_bytes(ctx->slot_size, p->nslots);
+        int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd < 0) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: shm_open %s: %s",
+                                  ctx->name, strerror(errno));
+            goto err;
+        }
+        ctx->named = 1;
+        /* reserve the memory now: a full /dev/shm must be an error here,
+         * not a SIGBUS in the middle of a collective */
+        int rc = posix_fallocate(fd, 0, (off_t)ctx->len);
+        if (rc != 0) {
+            close(fd);
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: cannot reserve "
+                                  "%zu bytes in /dev/shm for %s: %s (lower "
+                                  "RCOLL_CHUNK_SIZE or RCOLL_NSLOTS, or set "
+                                  "RCOLL_TRANSPORTS=^shm)", ctx->len,
+                                  ctx->name, strerror(rc));
+            goto err;
+        }
+        void *m = mmap(NULL, ctx->len, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_POPULATE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: mmap %s: %s",
+                                  ctx->name, strerror(errno));
+            goto err;
+        }
+        ctx->base = m;
+        ctx->hdr = m;
+        ctx->hdr->rank = r;
+        ctx->hdr->pid = (int32_t)getpid();
+        ctx->hdr->chunk_size = p->chunk_size;
+        ctx->hdr->nslots = (uint32_t)p->nslots;
+        ctx->hdr->nrings = (uint32_t)ctx->npeers;
+        ctx->hdr->state = SHM_LIVE;
+        __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+        snprintf(addrs[r].name, sizeof(addrs[r].name), "%s", ctx->name);
+    }
+    /* every rank takes part: setup is collective */
+    st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
+    if (st != RCOLL_OK)
+        goto err;
+    for (int i = 0; i < n; i++) {
+        if (!ctx->eps[i])
+            continue;
+        addrs[i].name[SHM_NAME_MAX - 1] = '\0';
+        if ((st = shm_map_peer(ctx, i, addrs[i].name)) != RCOLL_OK)
+            goto err;
+    }
+    /* everyone has mapped everything: the names can go */
+    st = rcoll_bootstrap_barrier(p->bs);
+    if (st != RCOLL_OK)
+        goto err;
+    if (ctx->named) {
+        shm_unlink(ctx->name);
+        ctx->named = 0;
+    }
+    rcoll_debug(RCOLL_SUBSYS_NET, "shm: rank %d: %d local peers, segment "
+                "%zu bytes", r, ctx->npeers, ctx->len);
+    free(addrs);
+    for (int i = 0; i < n; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    free(addrs);
+    shm_ctx_destroy(ctx, 1, NULL);
+    return st;
+}
+
+static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason)
+{
+    int n = ctx->p.nranks;
+    if (ctx->hdr) {
+        if (abort && reason)
+            snprintf(ctx->hdr->reason, sizeof(ctx->hdr->reason), "%s",
+                     reason);
+        __atomic_store_n(&ctx->hdr->state, abort ? SHM_ABORTED : SHM_CLOSED,
+                         __ATOMIC_RELEASE);
+    }
+    for (int i = 0; ctx->eps && i < n; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        if (!ep)
+            continue;
+        if (ep->peer_hdr) {
+            /* wake it so it sees our state now */
+            __atomic_fetch_add(&ep->peer_hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+            futex(&ep->peer_hdr->doorbell, FUTEX_WAKE, 1, NULL);
+            munmap(ep->peer_base, ep->peer_len);
+        }
+        if (ep->pidfd >= 0) {
+            if (!ep->dead)
+                epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+            close(ep->pidfd);
+        }
+        free(ep);
+    }
+    if (ctx->named)
+        shm_unlink(ctx->name);
+    if (ctx->base)
+        munmap(ctx->base, ctx->len);
+    free(ctx->eps);
+    free(ctx->pairs);
+    free(ctx);
+}
+
+const rcoll_tl_ops_t rcoll_tl_shm_ops = {
+    .name = "shm",
+    .doc = "shared memory between ranks of one host (POSIX segments, "
+           "lock-free rings, futex wake-ups)",
+    .usable = shm_usable,
+    .local_only = 1,
+    .ctx_create = shm_ctx_create,
+    .send = shm_send,
+    .recv_peek = shm_recv_peek,
+    .recv_release = shm_recv_release,
+    .progress = shm_progress,
+    .wait = shm_wait,
+    .kick = shm_kick,
+    .ctx_destroy = shm_ctx_destroy,
+};

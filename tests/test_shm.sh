@@ -1,0 +1,66 @@
+#!/bin/sh
+# The shared-memory transport's life cycle: which transport is chosen,
+# no segment left in /dev/shm after a clean run or after a rank is killed
+# with SIGKILL mid-run, and segments of dead processes swept at setup.
+# usage: test_shm.sh BUILDDIR
+B=${1:?builddir}
+RUN="$B/tools/rcoll-run"
+PERF="$B/benchmarks/rcoll-perf"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+leftovers() { # PIDS... : segments created by these processes
+    for p in "$@"; do ls /dev/shm 2>/dev/null | grep "^rcoll-$p-"; done
+}
+
+# 1. the transport chosen on one host is shm; RCOLL_TRANSPORTS=^shm gives tcp
+RCOLL_DEBUG=info "$RUN" -n 2 --timeout 60 "$PERF" allreduce -b 8 -e 8 -n 1 -w 0 \
+    > "$T/a" 2>&1 || { cat "$T/a"; fail "default run"; }
+grep -q "ready: transports shm," "$T/a" || { cat "$T/a"; fail "shm not chosen on one host"; }
+RCOLL_DEBUG=info RCOLL_TRANSPORTS=^shm "$RUN" -n 2 --timeout 60 "$PERF" allreduce \
+    -b 8 -e 8 -n 1 -w 0 > "$T/b" 2>&1 || { cat "$T/b"; fail "^shm run"; }
+grep -q "ready: transports tcp," "$T/b" || { cat "$T/b"; fail "^shm did not give tcp"; }
+echo "ok: shm chosen on one host, ^shm gives tcp"
+
+# 2. a clean run leaves nothing: no segment of a process that has ended
+orphans() {
+    for f in $(ls /dev/shm 2>/dev/null | grep '^rcoll-[0-9]*-'); do
+        p=$(echo "$f" | cut -d- -f2)
+        kill -0 "$p" 2>/dev/null || echo "$f"
+    done
+}
+[ -n "$(orphans)" ] && fail "segments left after a clean run: $(orphans)"
+echo "ok: nothing left in /dev/shm after a clean run"
+
+# 3. SIGKILL of one rank in the middle of a run: the others fail naming it,
+#    and nothing is left in /dev/shm
+"$RUN" -k -n 3 --timeout 120 "$PERF" allreduce -b 1M -e 1M -n 1000000 -w 0 \
+    > "$T/c" 2>&1 &
+runpid=$!
+for i in $(seq 1 300); do
+    grep -q "float" "$T/c" 2>/dev/null && break
+    sleep 0.1
+done
+kids=$(pgrep -P $runpid)
+[ $(echo $kids | wc -w) -eq 3 ] || { cat "$T/c"; fail "expected 3 ranks, got: $kids"; }
+victim=$(echo $kids | awk '{print $2}')
+kill -9 "$victim"
+wait $runpid
+rc=$?
+[ $rc -ne 0 ] || fail "the run succeeded although a rank was killed"
+grep -q "died" "$T/c" || { cat "$T/c"; fail "no rank reported the death"; }
+[ -n "$(leftovers $kids)" ] && fail "segments left after SIGKILL: $(leftovers $kids)"
+echo "ok: SIGKILL mid-run reported ('$(grep -o 'rank [0-9]* ([^)]*) died' "$T/c" | head -1)'), nothing left"
+
+# 4. a segment left by a dead process (crash during setup) is swept
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+stale=/dev/shm/rcoll-$dead-0123456789abcdef
+: > "$stale"
+"$RUN" -n 2 --timeout 60 "$PERF" allreduce -b 8 -e 8 -n 1 -w 0 > "$T/d" 2>&1 || {
+    rm -f "$stale"; cat "$T/d"; fail "run with a stale segment"; }
+[ -e "$stale" ] && { rm -f "$stale"; fail "stale segment $stale not swept"; }
+echo "ok: a dead process's segment was swept"
+exit 0
