@@ -186,7 +186,12 @@ static const param_t params[] = {
       "^ excludes, = exact); default: the interface that routes to the root, "
       "else the first non-loopback interface, else loopback"),
     P("TRANSPORTS", "", "list", transports, string,
-      "transports to use (tcp); ^name excludes; empty: all usable"),
+      "transports to use (shm, tcp); ^name excludes; empty: all usable; each "
+      "pair of ranks uses the first both can use that reaches (shm: same "
+      "host)"),
+    P("SIMD", "1", "int", simd, int,
+      "0: portable reduction loops for float16/bfloat16 instead of the "
+      "F16C/AVX2 kernels (for comparison; results are identical)"),
     P("TCP_NSOCKS", "2", "int", tcp_nsocks, int,
       "TCP connections per peer, 1 to 16; messages are striped over them"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,

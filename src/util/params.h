@@ -13,6 +13,7 @@ typedef struct {
     /* errors */
     double timeout;             /* seconds without progress -> error */
     int spin_us;                /* yielding poll before blocking */
+    int simd;                   /* vector 16-bit float kernels */
     /* launch / bootstrap */
     const char *rank;           /* raw strings: parsed by init_env */
     const char *size;
