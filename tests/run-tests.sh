@@ -41,33 +41,44 @@ echo "rcoll test suite (logs in $LOGDIR)"
 t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
 t "api: arguments and errors"     60 "$B/tests/test_api"
-for n in 1 2 3 4 5 8; do
-    t "coll: matrix, $n ranks"   600 "$RUN" -n $n "$B/tests/test_coll"
-done
-# every algorithm forced, not only the default choice
-for algo in broadcast:tree broadcast:chain; do
-    for n in 3 4; do
-        t "coll: $algo, $n ranks" 300 env RCOLL_ALGO=$algo \
-            "$RUN" -n $n "$B/tests/test_coll" -C broadcast -N 0,1,7,1023,131073,1000000
+# every collective x type x op x count, on each transport
+for tl in shm tcp; do
+    for n in 1 2 3 4 5 8; do
+        t "coll: matrix, $tl, $n ranks" 600 env RCOLL_TRANSPORTS=$tl \
+            "$RUN" -n $n "$B/tests/test_coll"
     done
 done
-for algo in allreduce:ring allreduce:recursive_doubling allgather:ring allgather:bruck; do
-    for n in 3 5 8; do
-        t "coll: $algo, $n ranks" 300 env RCOLL_ALGO=$algo \
-            "$RUN" -n $n "$B/tests/test_coll" -C ${algo%%:*} -N 0,1,7,1023,131073,300000
+# every algorithm forced (not only the tuner's choice), on each transport;
+# the list comes from the library itself (rcoll-info -a)
+COUNTS=0,1,7,1023,131073,300000
+for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ {print $1 ":" $2}'); do
+    coll=${pair%%:*}
+    for tl in shm tcp; do
+        [ $tl = shm ] && ns="2 3 4 6 7 8" || ns="3 5"
+        for n in $ns; do
+            t "algo: $pair, $tl, $n ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=$tl \
+                "$RUN" -n $n "$B/tests/test_coll" -q -C $coll -N $COUNTS
+        done
     done
 done
 # small slots and one socket: chunking, credits and wrap-around of the rings
-t "coll: 1 socket, 4 KiB chunks, 2 slots" 300 env RCOLL_TCP_NSOCKS=1 \
-    RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$RUN" -n 5 "$B/tests/test_coll" -N 0,1,7,1023,5000
-t "coll: 3 sockets, 1 slot" 300 env RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
-    RCOLL_CHUNK_SIZE=65536 "$RUN" -n 4 "$B/tests/test_coll" -N 1,16385,100000
+for tl in shm tcp; do
+    t "coll: $tl, 4 KiB chunks, 2 slots" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=1 \
+        RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$RUN" -n 5 "$B/tests/test_coll" -N 0,1,7,1023,5000
+    t "coll: $tl, 1 slot" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
+        RCOLL_CHUNK_SIZE=65536 "$RUN" -n 4 "$B/tests/test_coll" -N 1,16385,100000
+done
 for n in 1 2 4 5; do
     t "nonblocking + 2 threads, $n ranks" 300 "$RUN" -n $n "$B/tests/test_nonblocking"
 done
-for s in kill abort abort_thread timeout mismatch; do
-    t "fail: $s" 90 "$B/tests/test_fail" $s
+t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
+    "$RUN" -n 4 "$B/tests/test_nonblocking"
+for tl in shm tcp; do
+    for s in kill abort abort_thread timeout mismatch; do
+        t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s
+    done
 done
+t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"

@@ -1,0 +1,111 @@
+/* Recursive-doubling all-gather, any rank count: ceil(log2 n) + 2 steps at
+ * most. With p the largest power of two <= n, rank v < p stands for the
+ * blocks v and v + p (if that rank exists): the "extra" ranks r >= p first
+ * hand their block to r - p and get everything back at the end. Among the
+ * p others, round k exchanges with v ^ 2^k the blocks of the aligned group
+ * of 2^k virtual ranks held so far; a group's blocks are two contiguous
+ * ranges of recvbuf ([g, g+m) and [g+p, g+m+p) cut at n), so a round is at
+ * most two steps. Receives always land in blocks this rank has not sent. */
+#include "coll/sched.h"
+#include <string.h>
+
+/* The real block ranges of virtual group [g, g + m): up to two. */
+static int group_ranges(int g, int m, int p, int n, int lo[2], int hi[2])
+{
+    int k = 0;
+    lo[k] = g;
+    hi[k++] = g + m;
+    if (g + p < n) {
+        lo[k] = g + p;
+        hi[k] = g + m + p < n ? g + m + p : n;
+        k++;
+    }
+    return k;
+}
+
+rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = e->nranks, r = e->rank, p = 1;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    char *out = s->recvbuf;
+    coll_step_t t;
+    rcoll_status_t st;
+
+    if (bytes && s->sendbuf != out + (size_t)r * bytes)
+        memcpy(out + (size_t)r * bytes, s->sendbuf, bytes);
+    if (n == 1)
+        return RCOLL_OK;
+    while (p * 2 <= n)
+        p *= 2;
+    if (r >= p) { /* extra: our block to r - p, everything else back */
+        coll_sched_step_init(&t);
+        t.send_peer = r - p;
+        t.send_buf = out + (size_t)r * bytes;
+        t.send_bytes = bytes;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        /* two pieces around our own block, which a send may still read */
+        coll_sched_step_init(&t);
+        t.recv_peer = r - p;
+        t.recv_dst = out;
+        t.recv_bytes = (size_t)r * bytes;
+        t.recv_mode = RECV_COPY;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        t.recv_dst = out + (size_t)(r + 1) * bytes;
+        t.recv_bytes = (size_t)(n - r - 1) * bytes;
+        return coll_sched_add(s, &t);
+    }
+    int last_recv = -1; /* the latest step with a receive */
+    if (r + p < n) {
+        coll_sched_step_init(&t);
+        t.recv_peer = r + p;
+        t.recv_dst = out + (size_t)(r + p) * bytes;
+        t.recv_bytes = bytes;
+        t.recv_mode = RECV_COPY;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        last_recv = s->nsteps - 1;
+    }
+    for (int m = 1; m < p; m *= 2) {
+        int peer = r ^ m;
+        int slo[2], shi[2], rlo[2], rhi[2];
+        int ns = group_ranges(r & ~(m - 1), m, p, n, slo, shi);
+        int nr = group_ranges(peer & ~(m - 1), m, p, n, rlo, rhi);
+        int dep = last_recv;
+        for (int i = 0; i < (ns > nr ? ns : nr); i++) {
+            coll_sched_step_init(&t);
+            if (i < ns) {
+                t.send_peer = peer;
+                t.send_buf = out + (size_t)slo[i] * bytes;
+                t.send_bytes = (size_t)(shi[i] - slo[i]) * bytes;
+                t.send_dep = dep;
+                t.send_dep_all = 1;
+            }
+            if (i < nr) {
+                t.recv_peer = peer;
+                t.recv_dst = out + (size_t)rlo[i] * bytes;
+                t.recv_bytes = (size_t)(rhi[i] - rlo[i]) * bytes;
+                t.recv_mode = RECV_COPY;
+            }
+            if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+                return st;
+            if (i < nr)
+                last_recv = s->nsteps - 1;
+        }
+    }
+    if (r + p < n) { /* everything but its own block to our extra rank */
+        coll_sched_step_init(&t);
+        t.send_peer = r + p;
+        t.send_buf = out;
+        t.send_bytes = (size_t)(r + p) * bytes;
+        t.send_dep = last_recv;
+        t.send_dep_all = 1;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        t.send_buf = out + (size_t)(r + p + 1) * bytes;
+        t.send_bytes = (size_t)(n - r - p - 1) * bytes;
+        return coll_sched_add(s, &t);
+    }
+    return RCOLL_OK;
+}

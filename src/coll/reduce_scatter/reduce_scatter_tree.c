@@ -1,0 +1,84 @@
+/* Reduce-scatter as a binomial-tree reduce of the whole vector to rank 0
+ * followed by rank 0 sending block i to rank i: ceil(log2 n) + 1 steps, for
+ * small blocks where the ring's n - 1 steps cost more than the bytes. */
+#include "coll/sched.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void rs_tree_finish(coll_sched_t *s, const coll_env_t *e)
+{
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    (void)e;
+    if (bytes) /* rank 0's own block, out of the accumulator */
+        memcpy(s->recvbuf, s->scratch, bytes);
+}
+
+rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = e->nranks, v = e->rank;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt); /* per block */
+    size_t total = bytes * (size_t)n;
+    coll_step_t t;
+    rcoll_status_t st;
+
+    if (n == 1) {
+        if (bytes && s->sendbuf != s->recvbuf)
+            memcpy(s->recvbuf, s->sendbuf, bytes);
+        return RCOLL_OK;
+    }
+    int nchild = 0, lowbit = 1;
+    while (lowbit < n && !(v & lowbit)) {
+        if (v + lowbit < n)
+            nchild++;
+        lowbit <<= 1;
+    }
+    if (nchild && total && !(s->scratch = malloc(total)))
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
+                                "memory for %zu scratch bytes", total);
+    const char *local = s->sendbuf;
+    int c = 0, last = -1;
+    for (int m = 1; m < lowbit && m < n; m <<= 1) {
+        if (v + m >= n)
+            continue;
+        coll_sched_step_init(&t);
+        t.recv_peer = v + m;
+        t.recv_dst = s->scratch;
+        t.recv_local = local;
+        t.recv_bytes = total;
+        t.recv_mode = (++c == nchild && v == 0 && s->op == RCOLL_AVG)
+                          ? RECV_REDUCE_AVG
+                          : RECV_REDUCE;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        local = s->scratch;
+        last = s->nsteps - 1;
+    }
+    if (v != 0) {
+        coll_sched_step_init(&t);
+        t.send_peer = v - lowbit;
+        t.send_buf = nchild ? s->scratch : s->sendbuf;
+        t.send_bytes = total;
+        t.send_dep = last;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        /* our block of the result */
+        coll_sched_step_init(&t);
+        t.recv_peer = 0;
+        t.recv_dst = s->recvbuf;
+        t.recv_bytes = bytes;
+        t.recv_mode = RECV_COPY;
+        return coll_sched_add(s, &t);
+    }
+    for (int i = 1; i < n; i++) {
+        coll_sched_step_init(&t);
+        t.send_peer = i;
+        t.send_buf = s->scratch + (size_t)i * bytes;
+        t.send_bytes = bytes;
+        t.send_dep = last;
+        t.send_dep_all = 1;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+    }
+    s->finish = rs_tree_finish;
+    return RCOLL_OK;
+}
