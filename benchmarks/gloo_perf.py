@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The same measurement as rcoll-perf, done with PyTorch's gloo backend
+(torch.distributed over loopback TCP): a reference for benchmarks/compare.
+
+usage: gloo_perf.py NRANKS COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP
+  COLL: allreduce | allgather | broadcast | reduce_scatter
+Prints "bytes time_us" per size, like mpi_ref_perf: the slowest rank's
+average time; for allgather and reduce_scatter the size is the whole
+gathered / scattered buffer, as in nccl-tests. Float32, sum. gloo has no
+reduce_scatter: that collective prints nothing.
+"""
+import os
+import socket
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
+    import torch
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    lines = []
+    size = minb
+    while size <= maxb:
+        count = size // 4
+        per = count // n
+        if coll == "allgather":
+            count = per * n
+            a = torch.ones(per, dtype=torch.float32)
+            outs = [torch.empty(per, dtype=torch.float32) for _ in range(n)]
+            op = lambda: dist.all_gather(outs, a)
+        elif coll == "broadcast":
+            a = torch.ones(count, dtype=torch.float32)
+            op = lambda: dist.broadcast(a, 0)
+        else:
+            a = torch.ones(count, dtype=torch.float32)
+            op = lambda: dist.all_reduce(a)
+        for _ in range(warm):
+            op()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            op()
+        t = torch.tensor([(time.perf_counter() - t0) / iters])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            lines.append("%d %.2f" % (count * 4, t.item() * 1e6))
+        size *= factor
+    dist.destroy_process_group()
+    if rank == 0:
+        out.put(lines)
+
+
+def main():
+    if len(sys.argv) != 8:
+        sys.stderr.write(__doc__)
+        return 2
+    n = int(sys.argv[1])
+    coll = sys.argv[2]
+    minb, maxb, factor, iters, warm = (int(x) for x in sys.argv[3:8])
+    if coll == "reduce_scatter":
+        return 0  # gloo does not implement it
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=worker,
+                         args=(r, n, port, coll, minb, maxb, factor, iters,
+                               warm, q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    lines = q.get(timeout=1800)
+    for p in procs:
+        p.join()
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
