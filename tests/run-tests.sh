@@ -42,22 +42,25 @@ t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
 t "api: arguments and errors"     60 "$B/tests/test_api"
 # every collective x type x op x count, on each transport
-for tl in shm tcp; do
-    for n in 1 2 3 4 5 8; do
-        t "coll: matrix, $tl, $n ranks" 600 env RCOLL_TRANSPORTS=$tl \
-            "$RUN" -n $n "$B/tests/test_coll"
-    done
+for n in 1 2 3 4 5 8; do
+    t "coll: matrix, shm, $n ranks" 600 env RCOLL_TRANSPORTS=shm \
+        "$RUN" -n $n "$B/tests/test_coll"
 done
-# every algorithm forced (not only the tuner's choice), on each transport;
-# the list comes from the library itself (rcoll-info -a)
-COUNTS=0,1,7,1023,131073,300000
+for n in 2 3 8; do
+    t "coll: matrix, tcp, $n ranks" 600 env RCOLL_TRANSPORTS=tcp \
+        "$RUN" -n $n "$B/tests/test_coll"
+done
+# every algorithm forced (not only the tuner's choice), on each transport,
+# 1-8 ranks on shm; 64 KiB chunks so that 40000 and 70001 elements cross
+# several chunks. The list comes from the library itself (rcoll-info -a).
+COUNTS=0,1,7,1023,40000,70001
 for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ {print $1 ":" $2}'); do
     coll=${pair%%:*}
     for tl in shm tcp; do
-        [ $tl = shm ] && ns="2 3 4 6 7 8" || ns="3 5"
+        [ $tl = shm ] && ns="1 2 3 4 5 6 7 8" || ns="3 5"
         for n in $ns; do
             t "algo: $pair, $tl, $n ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=$tl \
-                "$RUN" -n $n "$B/tests/test_coll" -q -C $coll -N $COUNTS
+                RCOLL_CHUNK_SIZE=64K "$RUN" -n $n "$B/tests/test_coll" -q -C $coll -N $COUNTS
         done
     done
 done

@@ -176,9 +176,68 @@ static void test_schedule_pairing(void)
     }
 }
 
+/* The tuner: a valid chunk (a multiple of the type size, at most a slot)
+ * for every collective, size and team; latency-bound calls get the
+ * logarithmic algorithms, bandwidth-bound ones the pipelined ones; and
+ * oversubscription pushes toward fewer steps. */
+static const char *tune(coll_kind_t k, size_t count, rcoll_datatype_t dt,
+                        int n, int local, int cores, rcoll_link_model_t link,
+                        size_t *chunk)
+{
+    coll_env_t e = {.rank = 0, .nranks = n, .chunk_size = 512 * 1024,
+                    .link = link, .local_size = local, .ncores = cores};
+    coll_sched_t s;
+    memset(&s, 0, sizeof(s));
+    s.kind = k;
+    s.count = count;
+    s.dt = dt;
+    const coll_algo_t *a = coll_tune(&s, &e, chunk);
+    return a ? a->name : "(none)";
+}
+
+static void test_tuner(void)
+{
+    rcoll_link_model_t shm = rcoll_config.tune_shm, tcp = rcoll_config.tune_tcp;
+    coll_kind_t kinds[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST,
+                           COLL_REDUCE_SCATTER, COLL_REDUCE};
+    for (int k = 0; k < 5; k++)
+        for (int n = 1; n <= 16; n++)
+            for (size_t c = 0; c <= (64u << 20); c = c ? c * 7 : 1) {
+                size_t chunk = 0;
+                const char *nm = tune(kinds[k], c, RCOLL_FLOAT16, n, n, 2,
+                                      tcp, &chunk);
+                CHECK(strcmp(nm, "(none)") && chunk >= 2 &&
+                          chunk <= 512 * 1024 && chunk % 2 == 0,
+                      "tuner %s count %zu n %d: %s chunk %zu",
+                      coll_kind_name(kinds[k]), c, n, nm, chunk);
+            }
+    size_t ch;
+    const char *nm;
+    nm = tune(COLL_ALLREDUCE, 2, RCOLL_FLOAT32, 4, 4, 4, shm, &ch);
+    CHECK(!strcmp(nm, "recursive_doubling"), "8 B all-reduce, 4 ranks: %s",
+          nm);
+    nm = tune(COLL_ALLREDUCE, 16u << 20, RCOLL_FLOAT32, 8, 8, 8, shm, &ch);
+    CHECK(strcmp(nm, "recursive_doubling"), "64 MiB all-reduce, 8 ranks: %s",
+          nm);
+    nm = tune(COLL_BROADCAST, 2, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
+    CHECK(!strcmp(nm, "tree"), "8 B broadcast, 8 ranks: %s", nm);
+    nm = tune(COLL_BROADCAST, 16u << 20, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
+    CHECK(strcmp(nm, "tree"), "64 MiB broadcast, 8 ranks: %s", nm);
+    nm = tune(COLL_ALLGATHER, 1, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
+    CHECK(strcmp(nm, "ring"), "4 B x 8 all-gather: %s", nm);
+    nm = tune(COLL_ALLGATHER, 4u << 20, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
+    CHECK(strcmp(nm, "bruck"), "16 MiB x 8 all-gather: %s", nm);
+    /* the chain's chunk grows with the message (sqrt law), up to a slot */
+    size_t c1, c2;
+    tune(COLL_BROADCAST, 1u << 20, RCOLL_FLOAT32, 4, 4, 4, shm, &c1);
+    tune(COLL_BROADCAST, 64u << 20, RCOLL_FLOAT32, 4, 4, 4, shm, &c2);
+    CHECK(c1 <= c2, "chain chunk %zu for 4 MiB > %zu for 256 MiB", c1, c2);
+}
+
 int main(void)
 {
     rcoll_config_init();
+    test_tuner();
     test_sizes();
     test_lists();
     test_algo_config();

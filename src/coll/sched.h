@@ -10,6 +10,7 @@
 
 #include "transport/transport.h"
 #include "reduce/reduce.h"
+#include "util/params.h"
 #include <string.h>
 
 typedef enum {
@@ -46,6 +47,12 @@ typedef struct {
     const rcoll_tl_ops_t *const *tls;  /* by peer: the transport it uses */
     rcoll_tl_ep_t **eps;
     const rcoll_boot_peer_t *peers;
+    /* for the tuner (coll/tuner.c): the slowest link in use, the ranks on
+     * this host and its cores */
+    rcoll_link_model_t link;
+    const char *link_name;
+    int local_size;
+    int ncores;
 } coll_env_t;
 
 typedef struct coll_sched {
@@ -117,6 +124,13 @@ typedef struct {
 extern const coll_algo_t coll_algos[];
 /* Picks the algorithm for this call (RCOLL_ALGO overrides), builds it. */
 rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env);
+/* The tuner: the cheapest algorithm for this call by the cost model and
+ * the chunk size to pipeline it with (coll/tuner.c). */
+const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *env,
+                             size_t *chunk);
+/* The model's estimate for one algorithm (seconds), and its chunk size. */
+double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
+                      const coll_env_t *env, size_t *chunk);
 rcoll_status_t coll_algo_check_config(void);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);

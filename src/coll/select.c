@@ -1,9 +1,5 @@
-/* The algorithm table and the choice per call. The foundation choice is
- * simple and documented: one algorithm per collective, except broadcast
- * (binomial tree up to RCOLL_BCAST_TREE_MAX bytes, chain above) and
- * all-reduce (recursive doubling up to RCOLL_ALLREDUCE_RD_MAX, ring above)
- * and all-gather (Bruck up to RCOLL_ALLGATHER_BRUCK_MAX gathered bytes).
- * RCOLL_ALGO=coll:name,... forces one. */
+/* The algorithm table and the choice per call: the tuner's (coll/tuner.c)
+ * unless RCOLL_ALGO=coll:name,... forces one. */
 #include "sched.h"
 #include "util/params.h"
 #include <stdio.h>
@@ -67,35 +63,25 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
 {
     const coll_algo_t *a = forced(s->kind);
     size_t dts = rcoll_datatype_size(s->dt);
-    if (!a) {
-        const char *want = NULL;
-        if (s->kind == COLL_BROADCAST)
-            want = s->count * dts <= rcoll_config.bcast_tree_max ? "tree"
-                                                                 : "chain";
-        if (s->kind == COLL_ALLGATHER)
-            want = s->count * dts * (size_t)env->nranks <=
-                           rcoll_config.allgather_bruck_max
-                       ? "bruck"
-                       : "ring";
-        if (s->kind == COLL_ALLREDUCE)
-            want = s->count * dts <= rcoll_config.allreduce_rd_max
-                       ? "recursive_doubling"
-                       : "ring";
-        for (const coll_algo_t *x = coll_algos; x->name; x++)
-            if (x->kind == s->kind && (!want || !strcmp(x->name, want))) {
-                a = x;
-                break;
-            }
-    }
+    size_t chunk = env->chunk_size;
+    if (a)
+        coll_tune_cost(a, s, env, &chunk); /* its chunk size, all the same */
+    else
+        a = coll_tune(s, env, &chunk);
     if (!a)
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "no algorithm for %s",
                                 coll_kind_name(s->kind));
     s->algo = a->name;
-    s->chunk = (env->chunk_size / dts) * dts;
+    if (chunk > env->chunk_size || chunk < dts)
+        chunk = env->chunk_size;
+    s->chunk = (chunk / dts) * dts;
     s->reduce = rcoll_reduce_get(s->dt, s->op);
-    rcoll_debug(RCOLL_SUBSYS_TUNE, "%s #%llu count %zu %s: algorithm %s",
+    rcoll_debug(RCOLL_SUBSYS_TUNE, "%s #%llu count %zu %s, %d ranks (%d on "
+                "this host), %s: algorithm %s%s, chunk %zu",
                 coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,
-                rcoll_datatype_name(s->dt), a->name);
+                rcoll_datatype_name(s->dt), env->nranks, env->local_size,
+                env->link_name ? env->link_name : "-", a->name,
+                forced(s->kind) ? " (RCOLL_ALGO)" : "", s->chunk);
     return a->build(s, env);
 }
 

@@ -181,7 +181,9 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
             r->last_progress = now;
         if (st != RCOLL_INPROGRESS) {
             char msg[1024];
-            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+            msg[0] = '\0';
+            if (st != RCOLL_OK) /* not on the fast path */
+                snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
             pthread_mutex_lock(&c->lock);
             /* a broken link or a mismatch poisons the communicator: the
              * ranks no longer agree on what comes next */
@@ -223,9 +225,20 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         ms = 0;
         progressed = 1; /* no yield below: we just slept */
     }
-    int n = epoll_wait(c->epfd, evs, 64, ms);
-    if (n == 0 && ms == 0 && !progressed)
-        sched_yield();
+    /* With shared memory only, the fds (pidfds, the wake-up eventfd) say
+     * nothing urgent: while polling, look at them every 64th turn only, a
+     * system call saved per turn. */
+    int n = 0;
+    if (ms > 0 || c->wait_tl < 0 || c->ntls > 1 || (++c->spin_turns & 63) == 0)
+        n = epoll_wait(c->epfd, evs, 64, ms);
+    if (n == 0 && ms == 0 && !progressed) {
+        /* give the core away only if a peer may need it */
+        if (c->env.local_size > c->env.ncores)
+            sched_yield();
+        else
+            for (int i = 0; i < 64; i++)
+                rcoll_cpu_relax();
+    }
     for (int i = 0; i < n; i++) {
         rcoll_ev_handler_t *h = evs[i].data.ptr;
         h->cb(h, evs[i].events);
@@ -339,7 +352,10 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
                                       const uint8_t secret[16])
 {
     int n = c->nranks, me = c->rank;
-    uint32_t *masks = calloc((size_t)n, sizeof(*masks));
+    struct {
+        uint32_t mask;
+        int32_t ncores;
+    } *masks = calloc((size_t)n, sizeof(*masks));
     uint8_t *tl_of = calloc((size_t)n * (size_t)n, 1); /* index + 1 */
     uint8_t *pairs = calloc((size_t)n * (size_t)n, 1);
     rcoll_status_t st = RCOLL_OK;
@@ -347,13 +363,30 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
         goto out;
     }
-    masks[me] = usable_transports();
+    masks[me].mask = usable_transports();
+    masks[me].ncores = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     st = rcoll_bootstrap_allgather(&c->bs, masks, sizeof(*masks));
     if (st != RCOLL_OK)
         goto out;
+    /* The tuner's inputs, the same on every rank (every rank must pick the
+     * same algorithm and chunk size): the slowest link any pair uses, the
+     * most ranks on one host, the fewest cores of a host. */
+    c->env.link = rcoll_config.tune_shm;
+    c->env.link_name = "shm";
+    c->env.local_size = 1;
+    c->env.ncores = masks[0].ncores > 0 ? masks[0].ncores : 1;
+    for (int a = 0; a < n; a++) {
+        int same = 0;
+        for (int b = 0; b < n; b++)
+            same += c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
+        if (same > c->env.local_size)
+            c->env.local_size = same;
+        if (masks[a].ncores > 0 && masks[a].ncores < c->env.ncores)
+            c->env.ncores = masks[a].ncores;
+    }
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++) {
-            uint32_t both = masks[a] & masks[b];
+            uint32_t both = masks[a].mask & masks[b].mask;
             int same_host = c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
             int t;
             for (t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
@@ -365,8 +398,8 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
                     RCOLL_ERR_NO_DEVICE,
                     "no transport connects rank %d (%s, transports 0x%x) and "
                     "rank %d (%s, transports 0x%x): check RCOLL_TRANSPORTS "
-                    "on both", a, c->bs.peers[a].hostname, masks[a], b,
-                    c->bs.peers[b].hostname, masks[b]);
+                    "on both", a, c->bs.peers[a].hostname, masks[a].mask, b,
+                    c->bs.peers[b].hostname, masks[b].mask);
                 goto out;
             }
             tl_of[a * n + b] = tl_of[b * n + a] = (uint8_t)(t + 1);
@@ -383,6 +416,10 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
         if (!used)
             continue;
         const rcoll_tl_ops_t *ops = rcoll_transports[t];
+        if (!ops->local_only) {
+            c->env.link = rcoll_config.tune_tcp;
+            c->env.link_name = ops->name;
+        }
         rcoll_tl_ep_t **eps = calloc((size_t)n, sizeof(*eps));
         if (!eps) {
             st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
@@ -504,6 +541,7 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->env.chunk_size = rcoll_config.chunk_size;
     c->env.tls = c->peer_tl;
     c->env.eps = c->eps;
+
     c->env.peers = c->bs.peers;
 
     int rc = pthread_create(&c->thread, NULL, progress_thread, c);

@@ -27,6 +27,7 @@ struct rcoll_comm {
     const rcoll_tl_ops_t *tls[RCOLL_MAX_TLS];
     rcoll_tl_ctx_t *tl_ctxs[RCOLL_MAX_TLS];
     int wait_tl;                  /* index of a transport with wait(), -1 */
+    unsigned spin_turns;          /* engine turns while polling */
     const rcoll_tl_ops_t **peer_tl; /* by peer: its transport */
     rcoll_tl_ep_t **eps;          /* by peer: its endpoint */
     rcoll_tl_events_t tl_events;

@@ -79,6 +79,22 @@ static void print_seconds(const void *dst, char *b, size_t l)
     snprintf(b, l, "%g", *(const double *)dst);
 }
 
+static int parse_link(const char *s, void *dst)
+{
+    rcoll_link_model_t m;
+    char extra;
+    if (sscanf(s, "%lf,%lf%c", &m.alpha_us, &m.gbps, &extra) != 2 ||
+        !(m.alpha_us >= 0) || !(m.gbps > 0))
+        return -1;
+    *(rcoll_link_model_t *)dst = m;
+    return 0;
+}
+static void print_link(const void *dst, char *b, size_t l)
+{
+    const rcoll_link_model_t *m = dst;
+    snprintf(b, l, "%g,%g", m->alpha_us, m->gbps);
+}
+
 static int parse_string(const char *s, void *dst)
 {
     *(const char **)dst = s[0] ? s : NULL;
@@ -201,15 +217,13 @@ static const param_t params[] = {
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),
-    P("BCAST_TREE_MAX", "64K", "size", bcast_tree_max, size,
-      "broadcasts up to this many bytes use the binomial tree, larger ones "
-      "the pipelined chain"),
-    P("ALLREDUCE_RD_MAX", "128K", "size", allreduce_rd_max, size,
-      "all-reduces up to this many bytes use recursive doubling, larger "
-      "ones the pipelined ring"),
-    P("ALLGATHER_BRUCK_MAX", "256K", "size", allgather_bruck_max, size,
-      "all-gathers of up to this many gathered bytes use Bruck's algorithm, "
-      "larger ones the pipelined ring"),
+    P("TUNE_SHM", "2.2,5.4", "us,GB/s", tune_shm, link,
+      "the tuner's model of a shared-memory message: latency in "
+      "microseconds, bandwidth in GB/s (benchmarks/fit_tuner measures them)"),
+    P("TUNE_TCP", "31,1.9", "us,GB/s", tune_tcp, link,
+      "the tuner's model of a TCP message (benchmarks/fit_tuner)"),
+    P("TUNE_REDUCE_GBPS", "9", "GB/s", tune_reduce_gbps, seconds,
+      "the tuner's reduction bandwidth of one core (benchmarks/membw.c)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 

@@ -6,6 +6,12 @@
 
 #include "util.h"
 
+/* A link in the tuner's model: a message costs alpha + bytes / bandwidth. */
+typedef struct {
+    double alpha_us;
+    double gbps;
+} rcoll_link_model_t;
+
 typedef struct {
     /* logging */
     int log_level;
@@ -27,9 +33,10 @@ typedef struct {
     int nslots;                 /* receive slots per connection */
     /* algorithms */
     const char *algo;
-    size_t bcast_tree_max;      /* bytes; binomial tree at or below */
-    size_t allreduce_rd_max;    /* bytes; recursive doubling at or below */
-    size_t allgather_bruck_max; /* gathered bytes; Bruck at or below */
+    /* the tuner's cost model (coll/tuner.c) */
+    rcoll_link_model_t tune_shm;
+    rcoll_link_model_t tune_tcp;
+    double tune_reduce_gbps;    /* one core's dst = a op b, GB/s */
 } rcoll_config_t;
 
 extern rcoll_config_t rcoll_config;

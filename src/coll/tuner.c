@@ -1,0 +1,187 @@
+/* The tuner: for each call, the algorithm with the lowest estimated time
+ * and the chunk size to pipeline it with.
+ *
+ * The model is the usual latency-bandwidth one: a message of c bytes costs
+ * alpha + c / beta on the communicator's slowest link (RCOLL_TUNE_SHM or
+ * RCOLL_TUNE_TCP, measured by benchmarks/fit_tuner), reducing c bytes costs
+ * c / gamma (RCOLL_TUNE_REDUCE_GBPS, one core's dst = a + b bandwidth from
+ * benchmarks/membw.c). Steps of an algorithm that follow each other add up;
+ * a pipeline of depth d over k chunks costs (d + k - 1) chunk times. When
+ * more ranks share a host than it has cores, every step may wait for a
+ * peer to be scheduled: alpha is scaled by ranks per core, which is what
+ * pushes oversubscribed runs toward the algorithms with fewer steps.
+ *
+ * Chunk size: for pipelines (chain, tree) the time (d - 1 + S / C) *
+ * (alpha + C / beta) is smallest at C = sqrt(S * alpha * beta / (d - 1)),
+ * kept between 4 KiB and the transport's slot size; rings and exchanges
+ * use whole slots. */
+#include "sched.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    double a;      /* seconds per message */
+    double b;      /* bytes per second on a link */
+    double g;      /* bytes per second of reduction */
+    double slot;   /* largest chunk */
+    int n, p, L, Lp, extra;
+} model_t;
+
+static double nch(const model_t *m, double bytes, double c)
+{
+    (void)m;
+    return bytes <= 0 ? 0 : ceil(bytes / c);
+}
+
+/* One step that moves `bytes` in chunks of c (and reduces them if red). */
+static double step(const model_t *m, double bytes, double c, int red)
+{
+    double k = nch(m, bytes, c);
+    if (k < 1)
+        k = 1;
+    return k * m->a + bytes / m->b + (red ? bytes / m->g : 0);
+}
+
+/* A pipeline of depth d over S bytes in chunks of c. */
+static double pipe_cost(const model_t *m, double S, double c, int d, int red)
+{
+    double k = nch(m, S, c);
+    if (k < 1)
+        k = 1;
+    return (d + k - 1) * (m->a + c / m->b + (red ? c / m->g : 0));
+}
+
+static double best_chunk(const model_t *m, double S, int d, size_t dts)
+{
+    double c = m->slot;
+    if (d > 1)
+        c = sqrt(S * m->a * m->b / (d - 1));
+    if (c > m->slot)
+        c = m->slot;
+    if (c < 4096)
+        c = 4096 < m->slot ? 4096 : m->slot;
+    size_t ci = ((size_t)c / dts) * dts;
+    return (double)(ci ? ci : dts);
+}
+
+static int ilog2ceil(int n)
+{
+    int l = 0;
+    while ((1 << l) < n)
+        l++;
+    return l;
+}
+
+double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
+                      const coll_env_t *e, size_t *chunk)
+{
+    model_t m;
+    size_t dts = rcoll_datatype_size(s->dt);
+    double S = (double)s->count * (double)dts; /* the call's buffer */
+    double c;
+    int n = e->nranks;
+
+    m.a = e->link.alpha_us * 1e-6;
+    if (e->local_size > e->ncores)
+        m.a *= (double)e->local_size / e->ncores;
+    m.b = e->link.gbps * 1e9;
+    m.g = rcoll_config.tune_reduce_gbps * 1e9;
+    m.slot = (double)((e->chunk_size / dts) * dts);
+    m.n = n;
+    m.p = 1;
+    while (m.p * 2 <= n)
+        m.p *= 2;
+    m.L = ilog2ceil(n);
+    m.Lp = ilog2ceil(m.p);
+    m.extra = n != m.p;
+    c = m.slot;
+    double t = 0, blk;
+    const char *nm = a->name;
+
+    switch (a->kind) {
+    case COLL_ALLREDUCE:
+        if (!strcmp(nm, "ring")) {
+            blk = S / n;
+            t = 2 * (n - 1) * step(&m, blk, c, 0) + (n - 1) * blk / m.g;
+        } else if (!strcmp(nm, "recursive_doubling")) {
+            t = m.Lp * step(&m, S, c, 1) + m.extra * 2 * step(&m, S, c, 0);
+        } else { /* rabenseifner */
+            t = 2 * m.Lp * m.a + 2.0 * (m.p - 1) / m.p * S / m.b +
+                (double)(m.p - 1) / m.p * S / m.g +
+                m.extra * (2 * step(&m, S, c, 0) + S / m.g);
+        }
+        break;
+    case COLL_ALLGATHER: /* S is one rank's block */
+        if (!strcmp(nm, "ring")) {
+            t = (n - 1) * step(&m, S, c, 0);
+        } else if (!strcmp(nm, "bruck")) {
+            /* plus the final local rotation of everything */
+            t = m.L * m.a + (n - 1) * S / m.b + n * S / m.g;
+        } else { /* recursive doubling */
+            t = m.Lp * m.a + (m.p - 1) * S * (m.extra ? 2 : 1) / m.b +
+                m.extra * 2 * step(&m, S * n, c, 0);
+        }
+        break;
+    case COLL_BROADCAST:
+        if (!strcmp(nm, "chain")) {
+            c = best_chunk(&m, S, n - 1, dts);
+            t = pipe_cost(&m, S, c, n - 1, 0);
+        } else if (!strcmp(nm, "tree")) {
+            /* the root feeds L children the whole message in turn */
+            c = best_chunk(&m, S, m.L, dts);
+            t = m.L * (nch(&m, S, c) * m.a + S / m.b) + m.L * m.a;
+        } else { /* scatter_allgather */
+            blk = S / n;
+            t = (n - 1) * (m.a + blk / m.b) + (n - 1) * step(&m, blk, c, 0);
+        }
+        break;
+    case COLL_REDUCE:
+        if (!strcmp(nm, "chain")) {
+            c = best_chunk(&m, S, n - 1, dts);
+            t = pipe_cost(&m, S, c, n - 1, 1);
+        } else { /* tree */
+            c = best_chunk(&m, S, m.L, dts);
+            t = m.L * step(&m, S, c, 1) + m.L * m.a;
+        }
+        break;
+    case COLL_REDUCE_SCATTER: /* S is one rank's block */
+        if (!strcmp(nm, "ring")) {
+            t = (n - 1) * step(&m, S, c, 1);
+        } else { /* tree: reduce everything to 0, then scatter */
+            t = m.L * step(&m, S * n, c, 1) + (n - 1) * step(&m, S, c, 0);
+        }
+        break;
+    default:
+        t = 0;
+        break;
+    }
+    if (chunk)
+        *chunk = (size_t)c;
+    return t;
+}
+
+const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *e,
+                             size_t *chunk)
+{
+    const coll_algo_t *best = NULL;
+    double best_t = 0;
+    size_t best_c = e->chunk_size;
+    for (const coll_algo_t *a = coll_algos; a->name; a++) {
+        if (a->kind != s->kind)
+            continue;
+        size_t c;
+        double t = coll_tune_cost(a, s, e, &c);
+        rcoll_trace(RCOLL_SUBSYS_TUNE, "%s count %zu: %s would take %.1f us "
+                    "(chunk %zu)", coll_kind_name(s->kind), s->count, a->name,
+                    t * 1e6, c);
+        if (!best || t < best_t) {
+            best = a;
+            best_t = t;
+            best_c = c;
+        }
+    }
+    if (chunk)
+        *chunk = best_c;
+    return best;
+}
