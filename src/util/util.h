@@ -46,16 +46,6 @@ void rcoll__log(int level, const char *file, int line, const char *fmt, ...)
 #define rcoll_debug(_s, ...)   rcoll_log(RCOLL_LOG_DEBUG, _s, __VA_ARGS__)
 #define rcoll_trace(_s, ...)   rcoll_log(RCOLL_LOG_TRACE, _s, __VA_ARGS__)
 
-/* A pause for spin loops. */
-static inline void rcoll_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* ---- thread-local last error ---- */
 /* Sets this thread's rcoll_last_error() message and returns `status`. */
 rcoll_status_t rcoll__set_error(rcoll_status_t status, const char *fmt, ...)
