@@ -43,6 +43,18 @@ static double step(const model_t *m, double bytes, double c, int red)
     return k * m->a + bytes / m->b + (red ? bytes / m->g : 0);
 }
 
+/* A step whose chunks stream: moving chunk i + 1 overlaps reducing chunk
+ * i, so the slower of the two counts (rings, chains). */
+static double step_ovl(const model_t *m, double bytes, double c, int red)
+{
+    double k = nch(m, bytes, c);
+    if (k < 1)
+        k = 1;
+    double mv = bytes / m->b, rd = red ? bytes / m->g : 0;
+    return k * m->a + (mv > rd ? mv : rd) + (red ? (c < bytes ? c : bytes)
+                                                       / m->g : 0);
+}
+
 /* A pipeline of depth d over S bytes in chunks of c. */
 static double pipe_cost(const model_t *m, double S, double c, int d, int red)
 {
@@ -103,13 +115,13 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     case COLL_ALLREDUCE:
         if (!strcmp(nm, "ring")) {
             blk = S / n;
-            t = 2 * (n - 1) * step(&m, blk, c, 0) + (n - 1) * blk / m.g;
+            t = (n - 1) * (step_ovl(&m, blk, c, 1) + step(&m, blk, c, 0));
         } else if (!strcmp(nm, "recursive_doubling")) {
             t = m.Lp * step(&m, S, c, 1) + m.extra * 2 * step(&m, S, c, 0);
-        } else { /* rabenseifner */
-            t = 2 * m.Lp * m.a + 2.0 * (m.p - 1) / m.p * S / m.b +
-                (double)(m.p - 1) / m.p * S / m.g +
-                m.extra * (2 * step(&m, S, c, 0) + S / m.g);
+        } else { /* rabenseifner: each step waits for the whole previous */
+            t = m.extra * (step(&m, S, c, 1) + step(&m, S, c, 0));
+            for (double h = S / 2; h * m.p >= S * 0.99 && h > 0; h /= 2)
+                t += step(&m, h, c, 1) + step(&m, h, c, 0);
         }
         break;
     case COLL_ALLGATHER: /* S is one rank's block */
@@ -130,7 +142,7 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
         } else if (!strcmp(nm, "tree")) {
             /* the root feeds L children the whole message in turn */
             c = best_chunk(&m, S, m.L, dts);
-            t = m.L * (nch(&m, S, c) * m.a + S / m.b) + m.L * m.a;
+            t = m.L * (nch(&m, S, c) * m.a + S / m.b);
         } else { /* scatter_allgather */
             blk = S / n;
             t = (n - 1) * (m.a + blk / m.b) + (n - 1) * step(&m, blk, c, 0);
@@ -142,12 +154,12 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
             t = pipe_cost(&m, S, c, n - 1, 1);
         } else { /* tree */
             c = best_chunk(&m, S, m.L, dts);
-            t = m.L * step(&m, S, c, 1) + m.L * m.a;
+            t = m.L * step(&m, S, c, 1);
         }
         break;
     case COLL_REDUCE_SCATTER: /* S is one rank's block */
         if (!strcmp(nm, "ring")) {
-            t = (n - 1) * step(&m, S, c, 1);
+            t = (n - 1) * step_ovl(&m, S, c, 1);
         } else { /* tree: reduce everything to 0, then scatter */
             t = m.L * step(&m, S * n, c, 1) + (n - 1) * step(&m, S, c, 0);
         }

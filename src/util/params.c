@@ -217,12 +217,13 @@ static const param_t params[] = {
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),
-    P("TUNE_SHM", "2.2,5.4", "us,GB/s", tune_shm, link,
+    P("TUNE_SHM", "0.66,14.7", "us,GB/s", tune_shm, link,
       "the tuner's model of a shared-memory message: latency in "
-      "microseconds, bandwidth in GB/s (benchmarks/fit_tuner measures them)"),
-    P("TUNE_TCP", "31,1.9", "us,GB/s", tune_tcp, link,
+      "microseconds, bandwidth in GB/s; the default was measured on the "
+      "development machine with benchmarks/fit_tuner"),
+    P("TUNE_TCP", "11.7,5.2", "us,GB/s", tune_tcp, link,
       "the tuner's model of a TCP message (benchmarks/fit_tuner)"),
-    P("TUNE_REDUCE_GBPS", "9", "GB/s", tune_reduce_gbps, seconds,
+    P("TUNE_REDUCE_GBPS", "8.7", "GB/s", tune_reduce_gbps, seconds,
       "the tuner's reduction bandwidth of one core (benchmarks/membw.c)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
