@@ -2,11 +2,11 @@
 # Installs what building and testing rcoll needs on Debian/Ubuntu, only if
 # something is missing. Optional libraries (verbs, rdmacm, hwloc, PMIx) are
 # included so configure finds them; Open MPI only launches tests; iproute2
-# makes the network-namespace hosts of the tests.
+# makes the network-namespace hosts of the tests; procps gives pgrep.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       libpmix-dev openmpi-bin libopenmpi-dev
-      libibverbs-dev librdmacm-dev libhwloc-dev iproute2"
+      libibverbs-dev librdmacm-dev libhwloc-dev iproute2 procps"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -46,6 +46,8 @@ void coll_sched_free(coll_sched_t *s)
     free(s->steps);
     free(s->recv_done);
     free(s->scratch);
+    free(s->bounce);
+    s->bounce = NULL;
     s->steps = NULL;
     s->recv_done = NULL;
     s->scratch = NULL;
@@ -146,10 +148,28 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 (s->kind != COLL_RECV && h->seq != s->seq) ||
                 (s->kind != COLL_RECV && h->step != (uint32_t)s->root))
                 return mismatch(s, e, t->recv_peer, h, len);
+            const rcoll_tl_ops_t *tl = e->tls[t->recv_peer];
+            if (!payload && len && t->recv_mode != RECV_COPY &&
+                t->recv_mode != RECV_DISCARD) {
+                /* still in the sender's memory: fetch it to reduce it */
+                if (!s->bounce && !(s->bounce = malloc(s->chunk)))
+                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+                st = tl->recv_copy(e->eps[t->recv_peer], s->bounce);
+                if (st != RCOLL_OK)
+                    return peer_error(s, e, st, t->recv_peer,
+                                      "receiving from");
+                payload = s->bounce;
+            }
             switch (t->recv_mode) {
             case RECV_COPY:
-                if (len)
+                if (len && tl->recv_copy) {
+                    st = tl->recv_copy(e->eps[t->recv_peer], t->recv_dst + off);
+                    if (st != RCOLL_OK)
+                        return peer_error(s, e, st, t->recv_peer,
+                                          "receiving from");
+                } else if (len) {
                     memcpy(t->recv_dst + off, payload, len);
+                }
                 break;
             case RECV_REDUCE:
                 s->reduce(t->recv_dst + off, t->recv_local + off, payload,
@@ -194,8 +214,12 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 .chunk = (uint32_t)s->s_chunk,
                 .len = (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off),
                 .total = s->count};
+            int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
+                         s->kind == COLL_BROADCAST || s->kind == COLL_SEND;
             s->sends_inflight++;
-            st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h, t->send_buf + off, s);
+            st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h,
+                                            t->send_buf + off, s,
+                                            copies ? RCOLL_TL_PEER_COPIES : 0);
             if (st == RCOLL_INPROGRESS) {
                 s->sends_inflight--;
                 s->waiting_peer = t->send_peer;

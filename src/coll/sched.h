@@ -32,6 +32,8 @@ typedef struct {
     int send_dep;           /* step whose receive of chunk c must finish
                                before chunk c is sent; -1 none */
     int send_dep_all;       /* wait for all of send_dep's chunks instead */
+    int send_copy;          /* the peer only copies what this step sends
+                               (a hint: shm then lets it read our buffer) */
     int recv_peer;          /* -1: no receive */
     char *recv_dst;
     const char *recv_local; /* RECV_REDUCE*: the local operand */
@@ -79,6 +81,8 @@ typedef struct coll_sched {
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;
     rcoll_reduce_fn_t reduce;
+    char *bounce;           /* one chunk, for reducing data that a
+                               transport left in the sender's memory */
     /* run once when every step is done (e.g. a final local copy) */
     void (*finish)(struct coll_sched *s, const coll_env_t *e);
 } coll_sched_t;

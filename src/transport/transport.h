@@ -52,6 +52,8 @@ typedef struct {
     const uint8_t *pairs;
 } rcoll_tl_params_t;
 
+#define RCOLL_TL_PEER_COPIES 1
+
 typedef struct rcoll_tl_ctx rcoll_tl_ctx_t;
 typedef struct rcoll_tl_ep rcoll_tl_ep_t;
 
@@ -66,15 +68,22 @@ typedef struct rcoll_tl_ops {
      * endpoint to every other rank (eps[rank] is NULL). */
     rcoll_status_t (*ctx_create)(const rcoll_tl_params_t *p,
                                  rcoll_tl_ctx_t **ctx_p, rcoll_tl_ep_t **eps);
-    /* Posts one message. RCOLL_OK: queued (send_done(cookie) follows);
-     * RCOLL_INPROGRESS: no credit now, call again later; error: link down. */
+    /* Posts one message. RCOLL_OK: queued (send_done(cookie) follows, when
+     * the payload buffer may be reused); RCOLL_INPROGRESS: no credit now,
+     * call again later; error: link down. flags: RCOLL_TL_PEER_COPIES if
+     * the receiver will only copy the payload (not reduce it), so a
+     * transport may let it read straight from our buffer. */
     rcoll_status_t (*send)(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t *hdr,
-                           const void *payload, void *cookie);
+                           const void *payload, void *cookie, int flags);
     /* The next message from this peer, if arrived: RCOLL_OK and pointers
      * into the slot (valid until recv_release); RCOLL_INPROGRESS if none
-     * yet; an error if the peer is gone. */
+     * yet; an error if the peer is gone. *payload is NULL when the data is
+     * still in the sender's memory: then recv_copy fetches it. */
     rcoll_status_t (*recv_peek)(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t **hdr,
                                 const void **payload);
+    /* Optional (required if recv_peek can give a NULL payload): copies the
+     * peeked message's payload to dst. */
+    rcoll_status_t (*recv_copy)(rcoll_tl_ep_t *ep, void *dst);
     /* Frees the slot of the message returned by recv_peek (a credit back). */
     void (*recv_release)(rcoll_tl_ep_t *ep);
     /* Polling work for transports without fds; may be NULL. Returns the

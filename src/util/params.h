@@ -31,6 +31,7 @@ typedef struct {
     int tcp_nsocks;
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */
+    size_t shm_cma_min;         /* shm single copy from this size; 0 off */
     /* algorithms */
     const char *algo;
     /* the tuner's cost model (coll/tuner.c) */

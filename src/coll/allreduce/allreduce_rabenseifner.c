@@ -101,6 +101,7 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
         t.send_bytes = mb * dts;
         t.send_dep = last;
         t.send_dep_all = 1;
+        t.send_copy = 1;
         t.recv_peer = peer;
         t.recv_dst = out + po * dts;
         t.recv_bytes = pb * dts;
@@ -117,6 +118,7 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
         t.send_bytes = bytes;
         t.send_dep = last;
         t.send_dep_all = 1;
+        t.send_copy = 1;
         return coll_sched_add(s, &t);
     }
     return RCOLL_OK;

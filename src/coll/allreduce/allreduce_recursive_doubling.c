@@ -92,6 +92,7 @@ rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e)
         t.send_buf = s->recvbuf;
         t.send_bytes = bytes;
         t.send_dep = prev;
+        t.send_copy = 1;
         return coll_sched_add(s, &t);
     }
     return RCOLL_OK;

@@ -32,6 +32,7 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
         t.send_buf = (step == 0 ? in : out) + soff * dts;
         t.send_bytes = slen * dts;
         t.send_dep = step - 1;
+        t.send_copy = step >= n - 1; /* the all-gather half */
         t.recv_peer = (r - 1 + n) % n;
         t.recv_dst = out + roff * dts;
         t.recv_local = in + roff * dts;

@@ -76,6 +76,7 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
         t.send_bytes = bytes;
         t.send_dep = last;
         t.send_dep_all = 1;
+        t.send_copy = 1;
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
     }

@@ -41,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +63,8 @@ typedef struct {
     uint32_t state;             /* SHM_LIVE / CLOSED / ABORTED */
     int32_t rank;
     int32_t pid;
+    uint64_t probe_addr;        /* &magic in the owner's address space, for
+                                   the single-copy probe */
     uint64_t chunk_size;
     uint32_t nslots;
     uint32_t nrings;
@@ -72,8 +75,18 @@ typedef struct {
     uint64_t head;              /* sender: messages published */
     char pad0[SHM_CL - 8];
     uint64_t tail;              /* receiver: messages consumed */
-    char pad1[SHM_CL - 8];
+    uint32_t cma_ok;            /* receiver: it can read the sender's memory
+                                   (process_vm_readv worked at setup) */
+    char pad1[SHM_CL - 12];
 } shm_ring_ctl_t;
+
+/* A slot's first cache line: the message header, and where the payload is
+ * when it stayed in the sender's memory (single copy). */
+typedef struct {
+    rcoll_msg_hdr_t hdr;
+    uint64_t cma_addr;          /* sender's address; 0: payload in the slot */
+    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 8];
+} shm_slot_hdr_t;
 
 typedef struct shm_ep {
     struct rcoll_tl_ctx *ctx;
@@ -86,6 +99,11 @@ typedef struct shm_ep {
     shm_ring_ctl_t *rx;         /* the peer's ring in our segment */
     char *rx_slots;
     uint64_t tx_head, tx_tail_seen;
+    void **tx_cookie;           /* by slot: a single-copy send's cookie,
+                                   done when the receiver frees the slot */
+    uint64_t tx_done;           /* slots whose completion was handled */
+    int cma_tx;                 /* the peer can read our memory */
+    pid_t pid;
     uint64_t rx_tail, rx_head_seen;
     uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
     uint32_t wake_state;
@@ -104,6 +122,7 @@ struct rcoll_tl_ctx {
     size_t len;
     shm_seg_hdr_t *hdr;
     size_t slot_size;
+    size_t cma_min;             /* single copy from this many bytes */
     shm_ep_t **eps;             /* by rank; NULL if not ours */
     int npeers;
     uint8_t *pairs;             /* copy of p.pairs */
@@ -230,8 +249,27 @@ static void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events)
 
 /* ---- data path ---- */
 
+/* Single-copy sends whose slot the receiver has freed are done. */
+static void shm_tx_complete(shm_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    if (ep->tx_done == ep->tx_head)
+        return;
+    ep->tx_tail_seen = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+    while (ep->tx_done < ep->tx_tail_seen) {
+        void **c = &ep->tx_cookie[ep->tx_done % ns];
+        if (*c) {
+            void *cookie = *c;
+            *c = NULL;
+            ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+        }
+        ep->tx_done++;
+    }
+}
+
 static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                               const void *payload, void *cookie)
+                               const void *payload, void *cookie, int flags)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
@@ -242,6 +280,7 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     }
     if (ep->tx_head - ep->tx_tail_seen >= ns) {
         ep->tx_tail_seen = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+        shm_tx_complete(ep);
         if (ep->tx_head - ep->tx_tail_seen >= ns) {
             int state = shm_ep_check(ep);
             if (state != SHM_LIVE)
@@ -250,13 +289,25 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         }
     }
     char *slot = ep->tx_slots + (ep->tx_head % ns) * ctx->slot_size;
-    memcpy(slot, hdr, sizeof(*hdr));
-    if (hdr->len)
-        memcpy(slot + SHM_CL, payload, hdr->len);
+    shm_slot_hdr_t *sh = (shm_slot_hdr_t *)slot;
+    /* large data the peer only copies: let it read our buffer (one copy
+     * instead of two); the send is done when it frees the slot */
+    int single = ep->cma_tx && (flags & RCOLL_TL_PEER_COPIES) &&
+                 hdr->len >= ctx->cma_min;
+    sh->hdr = *hdr;
+    if (single) {
+        sh->cma_addr = (uint64_t)(uintptr_t)payload;
+        ep->tx_cookie[ep->tx_head % ns] = cookie;
+    } else {
+        sh->cma_addr = 0;
+        if (hdr->len)
+            memcpy(slot + SHM_CL, payload, hdr->len);
+    }
     ep->tx_head++;
     __atomic_store_n(&ep->tx->head, ep->tx_head, __ATOMIC_RELEASE);
     shm_ring_doorbell(ep->peer_hdr);
-    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    if (!single)
+        ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
     return RCOLL_OK;
 }
 
@@ -283,8 +334,42 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     }
     char *slot = ep->rx_slots +
                  (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size;
-    *hdr = (const rcoll_msg_hdr_t *)slot;
-    *payload = slot + SHM_CL;
+    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
+    *hdr = &sh->hdr;
+    *payload = sh->cma_addr ? NULL : slot + SHM_CL;
+    return RCOLL_OK;
+}
+
+/* The peeked message's payload to dst: from the slot, or straight out of
+ * the sender's memory (process_vm_readv). */
+static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)(
+        ep->rx_slots +
+        (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size);
+    size_t len = sh->hdr.len, got = 0;
+    if (!sh->cma_addr) {
+        memcpy(dst, sh + 1, len);
+        return RCOLL_OK;
+    }
+    while (got < len) {
+        struct iovec l = {(char *)dst + got, len - got};
+        struct iovec r = {(void *)(uintptr_t)(sh->cma_addr + got), len - got};
+        ssize_t n = process_vm_readv(ep->pid, &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            if (err == EINTR)
+                continue;
+            shm_ep_check(ep);
+            return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: reading %zu "
+                                    "bytes from rank %d (pid %d): %s",
+                                    len - got, ep->peer, (int)ep->pid,
+                                    strerror(err));
+        }
+        got += (size_t)n;
+    }
     return RCOLL_OK;
 }
 
@@ -299,10 +384,14 @@ static void shm_recv_release(rcoll_tl_ep_t *tep)
 static int shm_progress(rcoll_tl_ctx_t *ctx)
 {
     int n = 0;
-    for (int i = 0; i < ctx->p.nranks; i++)
-        if (ctx->eps[i] && !ctx->eps[i]->failed &&
-            shm_ep_check(ctx->eps[i]) == SHM_ABORTED)
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        if (!ep)
+            continue;
+        shm_tx_complete(ep);
+        if (!ep->failed && shm_ep_check(ep) == SHM_ABORTED)
             n++;
+    }
     return n;
 }
 
@@ -413,6 +502,27 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
     off = sizeof(shm_seg_hdr_t) + (size_t)shm_ring_index(p, p->rank, peer) * rb;
     ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
     ep->rx_slots = (char *)(ep->rx + 1);
+    ep->pid = (pid_t)p->bs->peers[peer].pid;
+    ep->tx_cookie = calloc((size_t)p->nslots, sizeof(void *));
+    if (!ep->tx_cookie)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+
+    /* Can we read its memory (same pid namespace, ptrace allowed)? Read
+     * its segment's magic where it has it mapped; tell it through our
+     * ring's cma_ok. */
+    if (ctx->cma_min) {
+        uint32_t v = 0;
+        struct iovec l = {&v, sizeof(v)};
+        struct iovec rm = {(void *)(uintptr_t)ep->peer_hdr->probe_addr,
+                           sizeof(v)};
+        int ok = process_vm_readv(ep->pid, &l, 1, &rm, 1, 0) ==
+                     (ssize_t)sizeof(v) && v == SHM_MAGIC;
+        if (!ok)
+            rcoll_info(RCOLL_SUBSYS_INIT, "shm: rank %d cannot read rank "
+                       "%d's memory (%s): copies through the slots only",
+                       p->rank, peer, strerror(errno));
+        __atomic_store_n(&ep->rx->cma_ok, (uint32_t)ok, __ATOMIC_RELEASE);
+    }
 
     /* its death becomes an epoll event */
     ep->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->bs->peers[peer].pid, 0);
@@ -450,6 +560,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ctx->p.pairs = ctx->pairs; /* the caller's copy goes away */
     }
     ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
+    ctx->cma_min = rcoll_config.shm_cma_min;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));
     if (!ctx->eps || !addrs || !ctx->pairs) {
@@ -513,6 +624,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ctx->hdr = m;
         ctx->hdr->rank = r;
         ctx->hdr->pid = (int32_t)getpid();
+        ctx->hdr->probe_addr = (uint64_t)(uintptr_t)&ctx->hdr->magic;
         ctx->hdr->chunk_size = p->chunk_size;
         ctx->hdr->nslots = (uint32_t)p->nslots;
         ctx->hdr->nrings = (uint32_t)ctx->npeers;
@@ -531,10 +643,15 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         if ((st = shm_map_peer(ctx, i, addrs[i].name)) != RCOLL_OK)
             goto err;
     }
-    /* everyone has mapped everything: the names can go */
+    /* everyone has mapped everything (and probed single copy): the names
+     * can go */
     st = rcoll_bootstrap_barrier(p->bs);
     if (st != RCOLL_OK)
         goto err;
+    for (int i = 0; i < n; i++)
+        if (ctx->eps[i])
+            ctx->eps[i]->cma_tx = (int)__atomic_load_n(
+                &ctx->eps[i]->tx->cma_ok, __ATOMIC_ACQUIRE);
     if (ctx->named) {
         shm_unlink(ctx->name);
         ctx->named = 0;
@@ -578,6 +695,7 @@ static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                 epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ep->pidfd, NULL);
             close(ep->pidfd);
         }
+        free(ep->tx_cookie);
         free(ep);
     }
     if (ctx->named)
@@ -598,6 +716,7 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .ctx_create = shm_ctx_create,
     .send = shm_send,
     .recv_peek = shm_recv_peek,
+    .recv_copy = shm_recv_copy,
     .recv_release = shm_recv_release,
     .progress = shm_progress,
     .wait = shm_wait,

@@ -250,8 +250,9 @@ static void tcp_sock_write(tcp_sock_t *s)
 }
 
 static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                               const void *payload, void *cookie)
+                               const void *payload, void *cookie, int flags)
 {
+    (void)flags; /* the payload is copied onto the wire anyway */
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
     if (ep->failed || s->ended)
