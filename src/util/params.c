@@ -218,6 +218,9 @@ static const param_t params[] = {
       "shm messages of at least this many bytes that the receiver only "
       "copies are read straight out of the sender's memory "
       "(process_vm_readv: one copy instead of two); 0 turns it off"),
+    P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
+      "1: single copy also for chunks the receiver reduces (it then fetches "
+      "them into a bounce buffer first; slower, for tests)"),
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),

@@ -32,6 +32,7 @@ typedef struct {
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
+    int shm_cma_all;            /* also for chunks the receiver reduces */
     /* algorithms */
     const char *algo;
     /* the tuner's cost model (coll/tuner.c) */

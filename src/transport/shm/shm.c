@@ -292,8 +292,8 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     shm_slot_hdr_t *sh = (shm_slot_hdr_t *)slot;
     /* large data the peer only copies: let it read our buffer (one copy
      * instead of two); the send is done when it frees the slot */
-    int single = ep->cma_tx && (flags & RCOLL_TL_PEER_COPIES) &&
-                 hdr->len >= ctx->cma_min;
+    int single = ep->cma_tx && hdr->len >= ctx->cma_min &&
+                 ((flags & RCOLL_TL_PEER_COPIES) || rcoll_config.shm_cma_all);
     sh->hdr = *hdr;
     if (single) {
         sh->cma_addr = (uint64_t)(uintptr_t)payload;
