@@ -10,6 +10,9 @@ const coll_algo_t coll_algos[] = {
      "pipelined ring: reduce-scatter then all-gather (large messages)"},
     {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd,
      "log2(n) exchanges of the whole buffer (small messages)"},
+    {COLL_ALLREDUCE, "flat", coll_allreduce_flat,
+     "everyone sends to everyone, one round, local reduction in rank order "
+     "(small messages, ranks outnumbering cores)"},
     {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner,
      "recursive halving reduce-scatter + recursive doubling all-gather "
      "(medium and large messages, 2 log2(n) steps)"},

@@ -9,7 +9,8 @@
  * a pipeline of depth d over k chunks costs (d + k - 1) chunk times. When
  * more ranks share a host than it has cores, every step may wait for a
  * peer to be scheduled: alpha is scaled by ranks per core, which is what
- * pushes oversubscribed runs toward the algorithms with fewer steps.
+ * pushes oversubscribed runs toward the algorithms with fewer dependent
+ * rounds (a flat exchange posts n - 1 messages but waits only once).
  *
  * Chunk size: for pipelines (chain, tree) the time (d - 1 + S / C) *
  * (alpha + C / beta) is smallest at C = sqrt(S * alpha * beta / (d - 1)),
@@ -21,7 +22,8 @@
 #include <string.h>
 
 typedef struct {
-    double a;      /* seconds per message */
+    double a;      /* seconds per message (per dependent round) */
+    double a_raw;  /* the same before the oversubscription scaling */
     double b;      /* bytes per second on a link */
     double g;      /* bytes per second of reduction */
     double slot;   /* largest chunk */
@@ -95,6 +97,7 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     int n = e->nranks;
 
     m.a = e->link.alpha_us * 1e-6;
+    m.a_raw = m.a;
     if (e->local_size > e->ncores)
         m.a *= (double)e->local_size / e->ncores;
     m.b = e->link.gbps * 1e9;
@@ -118,6 +121,12 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
             t = (n - 1) * (step_ovl(&m, blk, c, 1) + step(&m, blk, c, 0));
         } else if (!strcmp(nm, "recursive_doubling")) {
             t = m.Lp * step(&m, S, c, 1) + m.extra * 2 * step(&m, S, c, 0);
+        } else if (!strcmp(nm, "flat")) {
+            /* one dependent round; the other n - 2 messages are only
+             * posted; n - 1 inputs moved and reduced */
+            t = m.a + (n - 2) * m.a_raw +
+                (n - 1) * (nch(&m, S, c) > 1 ? nch(&m, S, c) - 1 : 0) * m.a +
+                (n - 1) * (S / m.b + S / m.g);
         } else { /* rabenseifner: each step waits for the whole previous */
             t = m.extra * (step(&m, S, c, 1) + step(&m, S, c, 0));
             for (double h = S / 2; h * m.p >= S * 0.99 && h > 0; h /= 2)
