@@ -52,6 +52,7 @@ static void version(void)
 #else
     yesno("cuda", 0, NULL);
 #endif
+    printf("reduction kernels: %s\n", rcoll_reduce_isa());
 }
 
 static void transports(void)

@@ -310,6 +310,23 @@ static void cpu_detect(void)
 }
 #endif
 
+const char *rcoll_reduce_isa(void)
+{
+#ifdef HAVE_X86_F16C
+    pthread_once(&cpu_once, cpu_detect);
+    const char *v = getenv("RCOLL_SIMD");
+    if (v && v[0] == '0')
+        return "portable (RCOLL_SIMD=0)";
+    if (__builtin_cpu_supports("avx512f"))
+        return f16c ? "avx512 (+f16c)" : "avx512";
+    if (__builtin_cpu_supports("avx2"))
+        return f16c ? "avx2 (+f16c)" : "avx2";
+    return f16c ? "x86-64 (+f16c)" : "x86-64";
+#else
+    return "portable";
+#endif
+}
+
 rcoll_reduce_fn_t rcoll_reduce_get(rcoll_datatype_t dt, rcoll_op_t op)
 {
     if ((unsigned)dt >= RCOLL_DATATYPE_COUNT || (unsigned)op >= RCOLL_OP_COUNT)

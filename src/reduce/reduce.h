@@ -17,6 +17,10 @@ void rcoll_reduce_avg_final(rcoll_datatype_t dt, void *dst, const void *a,
 void rcoll_reduce_avg_scale(rcoll_datatype_t dt, void *dst, const void *src,
                             size_t n, int nranks);
 
+/* The kernels this CPU runs: "avx512", "avx2" or "x86-64", plus "+f16c"
+ * for the float16 path (or "portable" with RCOLL_SIMD=0). */
+const char *rcoll_reduce_isa(void);
+
 /* Exact conversions (round to nearest even, NaN kept quiet, subnormals). */
 float rcoll_half_to_float(uint16_t h);
 uint16_t rcoll_float_to_half(float f);
