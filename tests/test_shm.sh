@@ -39,7 +39,7 @@ echo "ok: nothing left in /dev/shm after a clean run"
     > "$T/c" 2>&1 &
 runpid=$!
 for i in $(seq 1 300); do
-    grep -q "float" "$T/c" 2>/dev/null && break
+    grep -q "out-of-place" "$T/c" 2>/dev/null && break
     sleep 0.1
 done
 kids=$(pgrep -P $runpid)
