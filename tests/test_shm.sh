@@ -42,6 +42,7 @@ for i in $(seq 1 300); do
     grep -q "out-of-place" "$T/c" 2>/dev/null && break
     sleep 0.1
 done
+sleep 1 # every rank past setup (its segment unlinked), in the benchmark loop
 kids=$(pgrep -P $runpid)
 [ $(echo $kids | wc -w) -eq 3 ] || { cat "$T/c"; fail "expected 3 ranks, got: $kids"; }
 victim=$(echo $kids | awk '{print $2}')
