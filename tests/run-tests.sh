@@ -71,9 +71,9 @@ for tl in shm tcp; do
     t "coll: $tl, 1 slot" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
         RCOLL_CHUNK_SIZE=65536 "$RUN" -n 4 "$B/tests/test_coll" -N 1,16385,100000
 done
-# shm without single copy, and with it for everything (reductions then
-# fetch into a bounce buffer)
-t "coll: shm, no single copy, 3 ranks" 600 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=0 \
+# shm with single copy (off by default) for moves, and for everything
+# (reductions then fetch into a bounce buffer)
+t "coll: shm, single copy for moves, 3 ranks" 600 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=64K \
     "$RUN" -n 3 "$B/tests/test_coll" -N 0,1,7,1023,40000,70001
 t "coll: shm, single copy for all, 4 KiB+, 3 ranks" 600 env RCOLL_TRANSPORTS=shm \
     RCOLL_SHM_CMA_MIN=4096 RCOLL_SHM_CMA_ALL=1 RCOLL_CHUNK_SIZE=64K \

@@ -214,7 +214,7 @@ static const param_t params[] = {
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
       "receive slots (and so credits) per connection (at least 1)"),
-    P("SHM_CMA_MIN", "64K", "size", shm_cma_min, size,
+    P("SHM_CMA_MIN", "0", "size", shm_cma_min, size,
       "shm messages of at least this many bytes that the receiver only "
       "copies are read straight out of the sender's memory "
       "(process_vm_readv: one copy instead of two); 0 turns it off"),
