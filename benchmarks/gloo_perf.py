@@ -35,6 +35,9 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
     while size <= maxb:
         count = size // 4
         per = count // n
+        if coll == "allgather" and per == 0:
+            size *= factor  # less than one element per rank
+            continue
         if coll == "allgather":
             count = per * n
             a = torch.ones(per, dtype=torch.float32)
@@ -71,21 +74,38 @@ def main():
     minb, maxb, factor, iters, warm = (int(x) for x in sys.argv[3:8])
     if coll == "reduce_scatter":
         return 0  # gloo does not implement it
+    import queue
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=worker,
-                         args=(r, n, port, coll, minb, maxb, factor, iters,
-                               warm, q)) for r in range(n)]
-    for p in procs:
-        p.start()
-    lines = q.get(timeout=1800)
-    for p in procs:
-        p.join()
-    print("\n".join(lines))
-    return 0
+    for attempt in range(3):  # a rendezvous can fail (port taken, reset)
+        q = ctx.Queue()
+        port = free_port()
+        procs = [ctx.Process(target=worker,
+                             args=(r, n, port, coll, minb, maxb, factor,
+                                   iters, warm, q)) for r in range(n)]
+        for p in procs:
+            p.start()
+        lines = None
+        while lines is None:
+            try:
+                lines = q.get(timeout=1)
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in procs) or \
+                        all(not p.is_alive() for p in procs):
+                    break
+        if lines is None:
+            sys.stderr.write("gloo_perf: a worker failed (attempt %d)\n"
+                             % (attempt + 1))
+            for p in procs:
+                p.kill()
+                p.join()
+            continue
+        for p in procs:
+            p.join()
+        print("\n".join(lines))
+        return 0
+    return 1
 
 
 if __name__ == "__main__":
