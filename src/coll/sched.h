@@ -55,7 +55,19 @@ typedef struct {
     const char *link_name;
     int local_size;
     int ncores;
+    /* the tuner's last answer per collective (the engine is driven by one
+     * thread at a time, so no lock); NULL: no caching */
+    struct coll_tune_cache *tune_cache;
 } coll_env_t;
+
+typedef struct coll_tune_cache {
+    size_t count;
+    int dt;
+    int valid;
+    const struct coll_algo *algo;
+    size_t chunk;
+} coll_tune_cache_t;
+#define COLL_TUNE_CACHE_N 16
 
 typedef struct coll_sched {
     /* the call */
@@ -118,7 +130,7 @@ static inline void coll_block(size_t count, int n, int b, size_t *off,
 
 /* ---- algorithms: each fills the schedule's steps ---- */
 typedef rcoll_status_t (*coll_algo_fn_t)(coll_sched_t *s, const coll_env_t *e);
-typedef struct {
+typedef struct coll_algo {
     coll_kind_t kind;
     const char *name;
     coll_algo_fn_t build;

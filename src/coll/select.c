@@ -67,10 +67,25 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
     const coll_algo_t *a = forced(s->kind);
     size_t dts = rcoll_datatype_size(s->dt);
     size_t chunk = env->chunk_size;
-    if (a)
+    coll_tune_cache_t *tc = env->tune_cache && s->kind < COLL_TUNE_CACHE_N
+                                ? &env->tune_cache[s->kind]
+                                : NULL;
+    if (a) {
         coll_tune_cost(a, s, env, &chunk); /* its chunk size, all the same */
-    else
+    } else if (tc && tc->valid && tc->count == s->count &&
+               tc->dt == (int)s->dt) {
+        a = tc->algo; /* the same call as last time: the same answer */
+        chunk = tc->chunk;
+    } else {
         a = coll_tune(s, env, &chunk);
+        if (tc && a) {
+            tc->valid = 1;
+            tc->count = s->count;
+            tc->dt = (int)s->dt;
+            tc->algo = a;
+            tc->chunk = chunk;
+        }
+    }
     if (!a)
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "no algorithm for %s",
                                 coll_kind_name(s->kind));

@@ -538,6 +538,7 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->env.chunk_size = rcoll_config.chunk_size;
     c->env.tls = c->peer_tl;
     c->env.eps = c->eps;
+    c->env.tune_cache = c->tune_cache;
 
     c->env.peers = c->bs.peers;
 

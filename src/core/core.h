@@ -32,6 +32,7 @@ struct rcoll_comm {
     rcoll_tl_ep_t **eps;          /* by peer: its endpoint */
     rcoll_tl_events_t tl_events;
     coll_env_t env;
+    coll_tune_cache_t tune_cache[COLL_TUNE_CACHE_N];
     int epfd;
     int evfd;
     rcoll_ev_handler_t ev_wakeup;
