@@ -89,6 +89,9 @@ typedef struct rcoll_tl_ops {
     /* Polling work for transports without fds; may be NULL. Returns the
      * number of events handled. */
     int (*progress)(rcoll_tl_ctx_t *ctx);
+    /* Optional: the engine made no progress and may wait next: flush
+     * whatever was held back (credits). */
+    void (*idle)(rcoll_tl_ctx_t *ctx);
     /* Optional: blocks up to `ms` until something may have arrived for
      * this context (transports without fds: a futex). */
     void (*wait)(rcoll_tl_ctx_t *ctx, int ms);

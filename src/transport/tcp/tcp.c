@@ -439,9 +439,29 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
     s->rx_count--;
     ep->rx_seq++;
     if (!s->bye && !s->closed) {
+        /* Credits go back with our next message to that peer, or alone
+         * once half the slots are owed, or when the engine runs out of
+         * work (tcp_idle): a message alone costs a system call on each
+         * side, and in a request-response pattern the next message comes
+         * soon. The engine calls tcp_idle before it waits, so a peer
+         * never waits for credits that we sit on. */
         s->credits_owed++;
-        if (s->txq_count == 0)
+        if (s->txq_count == 0 && 2 * s->credits_owed >= ep->ctx->p.nslots)
             tcp_sock_write(s);
+    }
+}
+
+/* The engine has nothing to do: hand back every credit we owe. */
+static void tcp_idle(rcoll_tl_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            if (s->credits_owed > 0 && s->txq_count == 0 && !s->closed &&
+                !s->bye)
+                tcp_sock_write(s);
+        }
     }
 }
 
@@ -717,5 +737,6 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
     .progress = NULL,
+    .idle = tcp_idle,
     .ctx_destroy = tcp_ctx_destroy,
 };
