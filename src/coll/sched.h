@@ -128,6 +128,22 @@ static inline void coll_block(size_t count, int n, int b, size_t *off,
     *len = base + (ub < rem ? 1 : 0);
 }
 
+/* Position v's place in a binomial tree of n rooted at 0: its children are
+ * v + m for m = 1, 2, 4, ... below *lowbit (the lowest set bit of v, or
+ * the first power of two >= n for the root) while v + m < n; its parent
+ * is v - *lowbit. Returns the number of children. */
+static inline int coll_binomial(int v, int n, int *lowbit)
+{
+    int nchild = 0, lb = 1;
+    while (lb < n && !(v & lb)) {
+        if (v + lb < n)
+            nchild++;
+        lb <<= 1;
+    }
+    *lowbit = lb;
+    return nchild;
+}
+
 /* ---- algorithms: each fills the schedule's steps ---- */
 typedef rcoll_status_t (*coll_algo_fn_t)(coll_sched_t *s, const coll_env_t *e);
 typedef struct coll_algo {

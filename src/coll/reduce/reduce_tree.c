@@ -21,12 +21,7 @@ rcoll_status_t coll_reduce_tree(coll_sched_t *s, const coll_env_t *e)
         coll_copy_in(s);
         return RCOLL_OK;
     }
-    int nchild = 0, lowbit = 1;
-    while (lowbit < n && !(v & lowbit)) {
-        if (v + lowbit < n)
-            nchild++;
-        lowbit <<= 1;
-    }
+    int lowbit, nchild = coll_binomial(v, n, &lowbit);
     char *acc = v == 0 ? s->recvbuf : NULL;
     if (v != 0 && nchild > 0) {
         if (bytes && !(s->scratch = malloc(bytes)))

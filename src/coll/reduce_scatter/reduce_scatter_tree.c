@@ -26,12 +26,7 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
             memcpy(s->recvbuf, s->sendbuf, bytes);
         return RCOLL_OK;
     }
-    int nchild = 0, lowbit = 1;
-    while (lowbit < n && !(v & lowbit)) {
-        if (v + lowbit < n)
-            nchild++;
-        lowbit <<= 1;
-    }
+    int lowbit, nchild = coll_binomial(v, n, &lowbit);
     if (nchild && total && !(s->scratch = malloc(total)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
                                 "memory for %zu scratch bytes", total);
