@@ -51,13 +51,13 @@ for n in 2 3 8; do
         "$RUN" -n $n "$B/tests/test_coll"
 done
 # every algorithm forced (not only the tuner's choice), on each transport,
-# 1-8 ranks on shm; 64 KiB chunks so that 40000 and 70001 elements cross
-# several chunks. The list comes from the library itself (rcoll-info -a).
+# 1-8 ranks; 64 KiB chunks so that 40000 and 70001 elements cross several
+# chunks. The list comes from the library itself (rcoll-info -a).
 COUNTS=0,1,7,1023,40000,70001
 for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ {print $1 ":" $2}'); do
     coll=${pair%%:*}
     for tl in shm tcp; do
-        [ $tl = shm ] && ns="1 2 3 4 5 6 7 8" || ns="3 5"
+        ns="1 2 3 4 5 6 7 8"
         for n in $ns; do
             t "algo: $pair, $tl, $n ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=$tl \
                 RCOLL_CHUNK_SIZE=64K "$RUN" -n $n "$B/tests/test_coll" -q -C $coll -N $COUNTS
