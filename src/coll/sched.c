@@ -118,7 +118,9 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
     if (!s->recv_done) {
         s->recv_done = calloc((size_t)(s->nsteps ? s->nsteps : 1), sizeof(int));
         if (!s->recv_done)
-            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
+                                    "memory for the schedule's state",
+                                    e->rank, coll_kind_name(s->kind));
     }
     for (;;) {
         int moved = 0;
@@ -153,7 +155,11 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 t->recv_mode != RECV_DISCARD) {
                 /* still in the sender's memory: fetch it to reduce it */
                 if (!s->bounce && !(s->bounce = malloc(s->chunk)))
-                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                            "rank %d in %s: no memory for "
+                                            "a %zu-byte bounce buffer",
+                                            e->rank, coll_kind_name(s->kind),
+                                            s->chunk);
                 st = tl->recv_copy(e->eps[t->recv_peer], s->bounce);
                 if (st != RCOLL_OK)
                     return peer_error(s, e, st, t->recv_peer,

@@ -144,6 +144,16 @@ static inline int coll_binomial(int v, int n, int *lowbit)
     return nchild;
 }
 
+/* The receive half of a binomial reduce toward position 0 (rank `root`):
+ * position v reduces each child's `bytes` into acc, the first with `local`
+ * as its own operand, AVG dividing at position 0's last child. *last gets
+ * the last receive step (-1: a leaf). Used by the reduce and
+ * reduce-scatter trees. */
+rcoll_status_t coll_binomial_reduce_recvs(coll_sched_t *s, int v, int n,
+                                          int root, const char *local,
+                                          char *acc, size_t bytes,
+                                          int *last);
+
 /* ---- algorithms: each fills the schedule's steps ---- */
 typedef rcoll_status_t (*coll_algo_fn_t)(coll_sched_t *s, const coll_env_t *e);
 typedef struct coll_algo {

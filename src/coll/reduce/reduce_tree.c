@@ -9,6 +9,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+rcoll_status_t coll_binomial_reduce_recvs(coll_sched_t *s, int v, int n,
+                                          int root, const char *local,
+                                          char *acc, size_t bytes, int *last)
+{
+    int lowbit, nchild = coll_binomial(v, n, &lowbit), c = 0;
+    rcoll_status_t st;
+    *last = -1;
+    for (int m = 1; m < lowbit && m < n; m <<= 1) {
+        if (v + m >= n)
+            continue;
+        coll_step_t t;
+        coll_sched_step_init(&t);
+        t.recv_peer = (root + v + m) % n;
+        t.recv_dst = acc;
+        t.recv_local = local;
+        t.recv_bytes = bytes;
+        t.recv_mode = (++c == nchild && v == 0 && s->op == RCOLL_AVG)
+                          ? RECV_REDUCE_AVG
+                          : RECV_REDUCE;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        local = acc;
+        *last = s->nsteps - 1;
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t coll_reduce_tree(coll_sched_t *s, const coll_env_t *e)
 {
     int n = e->nranks, r = e->rank, root = s->root;
@@ -29,24 +56,11 @@ rcoll_status_t coll_reduce_tree(coll_sched_t *s, const coll_env_t *e)
                                     "for %zu scratch bytes", bytes);
         acc = s->scratch;
     }
-    const char *local = s->sendbuf;
-    int c = 0, last = -1;
-    for (int m = 1; m < lowbit && m < n; m <<= 1) {
-        if (v + m >= n)
-            continue;
-        coll_sched_step_init(&t);
-        t.recv_peer = (root + v + m) % n;
-        t.recv_dst = acc;
-        t.recv_local = local;
-        t.recv_bytes = bytes;
-        t.recv_mode = (++c == nchild && v == 0 && s->op == RCOLL_AVG)
-                          ? RECV_REDUCE_AVG
-                          : RECV_REDUCE;
-        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
-            return st;
-        local = acc;
-        last = s->nsteps - 1;
-    }
+    int last;
+    st = coll_binomial_reduce_recvs(s, v, n, root, s->sendbuf, acc, bytes,
+                                    &last);
+    if (st != RCOLL_OK)
+        return st;
     if (v == 0)
         return RCOLL_OK;
     coll_sched_step_init(&t);

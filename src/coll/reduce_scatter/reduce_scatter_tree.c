@@ -30,24 +30,11 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
     if (nchild && total && !(s->scratch = malloc(total)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
                                 "memory for %zu scratch bytes", total);
-    const char *local = s->sendbuf;
-    int c = 0, last = -1;
-    for (int m = 1; m < lowbit && m < n; m <<= 1) {
-        if (v + m >= n)
-            continue;
-        coll_sched_step_init(&t);
-        t.recv_peer = v + m;
-        t.recv_dst = s->scratch;
-        t.recv_local = local;
-        t.recv_bytes = total;
-        t.recv_mode = (++c == nchild && v == 0 && s->op == RCOLL_AVG)
-                          ? RECV_REDUCE_AVG
-                          : RECV_REDUCE;
-        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
-            return st;
-        local = s->scratch;
-        last = s->nsteps - 1;
-    }
+    int last;
+    st = coll_binomial_reduce_recvs(s, v, n, 0, s->sendbuf, s->scratch,
+                                    total, &last);
+    if (st != RCOLL_OK)
+        return st;
     if (v != 0) {
         coll_sched_step_init(&t);
         t.send_peer = v - lowbit;

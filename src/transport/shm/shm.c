@@ -467,14 +467,14 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
                                 name, strerror(errno));
     if (fstat(fd, &sb) != 0) {
         close(fd);
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: fstat %s: %s", name,
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d: fstat of rank %d's segment %s: %s", p->rank, peer, name,
                                 strerror(errno));
     }
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
                    MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: mmap %s: %s", name,
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map rank %d's segment %s: %s", p->rank, peer, name,
                                 strerror(errno));
     ep->peer_base = m;
     ep->peer_len = (size_t)sb.st_size;
@@ -595,7 +595,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
                        shm_ring_bytes(ctx->slot_size, p->nslots);
         int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
         if (fd < 0) {
-            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: shm_open %s: %s",
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create its segment %s: %s", r,
                                   ctx->name, strerror(errno));
             goto err;
         }
@@ -616,7 +616,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
                        MAP_SHARED | MAP_POPULATE, fd, 0);
         close(fd);
         if (m == MAP_FAILED) {
-            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: mmap %s: %s",
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map its segment %s: %s", r,
                                   ctx->name, strerror(errno));
             goto err;
         }
