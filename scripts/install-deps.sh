@@ -2,11 +2,15 @@
 # Installs what building and testing rcoll needs on Debian/Ubuntu, only if
 # something is missing. Optional libraries (verbs, rdmacm, hwloc, PMIx) are
 # included so configure finds them; Open MPI only launches tests; iproute2
-# makes the network-namespace hosts of the tests; procps gives pgrep.
+# makes the network-namespace hosts of the tests; procps gives pgrep; QEMU,
+# busybox, cpio, kmod and the rdma-core tools run the RDMA guest of
+# `make check-rdma` (tests/rdma-vm; it fetches the guest kernel itself).
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       libpmix-dev openmpi-bin libopenmpi-dev
-      libibverbs-dev librdmacm-dev libhwloc-dev iproute2 procps"
+      libibverbs-dev librdmacm-dev libhwloc-dev iproute2 procps
+      ibverbs-providers ibverbs-utils rdmacm-utils perftest
+      qemu-system-x86 busybox-static cpio kmod xz-utils util-linux"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -219,8 +219,10 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         ms = max_ms;
     if (!progressed) /* before any wait: nothing held back may block a peer */
         for (int i = 0; i < c->ntls; i++)
-            if (c->tls[i]->idle)
-                c->tls[i]->idle(c->tl_ctxs[i]);
+            if (c->tls[i]->idle && c->tls[i]->idle(c->tl_ctxs[i]) > 0) {
+                ms = 0; /* it found work while arming its events */
+                progressed = 1;
+            }
     if (ms > 0 && c->wait_tl >= 0) {
         /* a transport without fds (shared memory) waits on its own futex;
          * with sockets as well, in short slices between looks at them */

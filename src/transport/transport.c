@@ -4,6 +4,9 @@
 
 const rcoll_tl_ops_t *const rcoll_transports[] = {
     &rcoll_tl_shm_ops, /* first: preferred where it reaches */
+#if HAVE_VERBS && HAVE_RDMACM
+    &rcoll_tl_ib_ops,
+#endif
     &rcoll_tl_tcp_ops,
     NULL,
 };

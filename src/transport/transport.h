@@ -90,8 +90,10 @@ typedef struct rcoll_tl_ops {
      * number of events handled. */
     int (*progress)(rcoll_tl_ctx_t *ctx);
     /* Optional: the engine made no progress and may wait next: flush
-     * whatever was held back (credits). */
-    void (*idle)(rcoll_tl_ctx_t *ctx);
+     * whatever was held back (credits), arm event notification. Returns
+     * the number of events found meanwhile (then the engine does not
+     * sleep). */
+    int (*idle)(rcoll_tl_ctx_t *ctx);
     /* Optional: blocks up to `ms` until something may have arrived for
      * this context (transports without fds: a futex). */
     void (*wait)(rcoll_tl_ctx_t *ctx, int ms);
@@ -107,5 +109,8 @@ extern const rcoll_tl_ops_t *const rcoll_transports[];
 
 extern const rcoll_tl_ops_t rcoll_tl_tcp_ops;
 extern const rcoll_tl_ops_t rcoll_tl_shm_ops;
+#if HAVE_VERBS && HAVE_RDMACM
+extern const rcoll_tl_ops_t rcoll_tl_ib_ops;
+#endif
 
 #endif

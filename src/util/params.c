@@ -202,7 +202,7 @@ static const param_t params[] = {
       "^ excludes, = exact); default: the interface that routes to the root, "
       "else the first non-loopback interface, else loopback"),
     P("TRANSPORTS", "", "list", transports, string,
-      "transports to use (shm, tcp); ^name excludes; empty: all usable; each "
+      "transports to use (shm, ib, tcp); ^name excludes; empty: all usable; each "
       "pair of ranks uses the first both can use that reaches (shm: same "
       "host)"),
     P("SIMD", "1", "int", simd, int,
@@ -221,6 +221,26 @@ static const param_t params[] = {
     P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
+    P("IB_HCA", "", "list", ib_hca, string,
+      "RDMA devices the ib transport may use (names or prefixes, "
+      "comma-separated; ^ excludes, = exact); default: the device that "
+      "owns the bootstrap address, else the first one with an active port"),
+    P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
+      "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
+      "(RoCE v2 with an IPv4 address first, never link-local)"),
+    P("IB_QPS_PER_PEER", "1", "int", ib_qps_per_peer, int,
+      "RC queue pairs per peer, 1 to 16; messages are striped over them"),
+    P("IB_CONNECT", "cm", "string", ib_connect, string,
+      "cm: connect queue pairs with librdmacm (works on iWARP, RoCE, IB); "
+      "oob: exchange queue pair numbers through the bootstrap and move them "
+      "to RTS by hand (RoCE and InfiniBand only)"),
+    P("IB_IMM", "auto", "string", ib_imm, string,
+      "1: signal each message with RDMA WRITE_WITH_IMM; 0: an RDMA WRITE "
+      "then a small SEND (for iWARP devices without immediate data, e.g. "
+      "siw); auto: 0 on iWARP devices other than erdma, else 1"),
+    P("IB_INLINE", "128", "size", ib_inline, size,
+      "messages up to this many payload bytes go inline in the work "
+      "request (no staging copy; capped by the device)"),
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),
@@ -266,6 +286,12 @@ static void config_load(void)
         rcoll_config.tcp_nsocks = 1;
     if (rcoll_config.tcp_nsocks > 16)
         rcoll_config.tcp_nsocks = 16;
+    if (rcoll_config.ib_qps_per_peer < 1)
+        rcoll_config.ib_qps_per_peer = 1;
+    if (rcoll_config.ib_qps_per_peer > 16)
+        rcoll_config.ib_qps_per_peer = 16;
+    if (rcoll_config.nslots > 1024) /* the immediate's slot field */
+        rcoll_config.nslots = 1024;
     rcoll__log_level = rcoll_config.log_level;
     rcoll__log_subsys = rcoll_config.log_subsys;
 }

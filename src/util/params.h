@@ -33,6 +33,13 @@ typedef struct {
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
     int shm_cma_all;            /* also for chunks the receiver reduces */
+    /* verbs transport */
+    const char *ib_hca;         /* device names, ^ excludes */
+    const char *ib_gid_index;   /* "auto" or an index */
+    int ib_qps_per_peer;
+    const char *ib_connect;     /* cm | oob */
+    const char *ib_imm;         /* auto | 1 | 0 */
+    size_t ib_inline;           /* inline sends up to this many bytes */
     /* algorithms */
     const char *algo;
     /* the tuner's cost model (coll/tuner.c) */

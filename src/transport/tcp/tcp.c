@@ -452,7 +452,7 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
 }
 
 /* The engine has nothing to do: hand back every credit we owe. */
-static void tcp_idle(rcoll_tl_ctx_t *ctx)
+static int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
@@ -463,6 +463,7 @@ static void tcp_idle(rcoll_tl_ctx_t *ctx)
                 tcp_sock_write(s);
         }
     }
+    return 0; /* what arrives meanwhile raises an epoll event */
 }
 
 /* ---- setup and teardown ---- */

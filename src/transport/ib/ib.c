@@ -1,0 +1,1386 @@
+/* The RDMA verbs transport: RC queue pairs, RCOLL_IB_QPS_PER_PEER per peer,
+ * messages striped round-robin over them (message i on QP i % nqps, so each
+ * peer pair stays a FIFO). The same slot/credit protocol as TCP and shm:
+ *
+ * - Every QP owns a registered ring of nslots receive slots on the receiver
+ *   (plus a small control area for an abort reason). A message is one RDMA
+ *   WRITE of its header and payload straight into the next slot, signalled
+ *   with a 32-bit word: type, credits handed back, slot. The word travels
+ *   as the immediate of RDMA_WRITE_WITH_IMM, or - on iWARP devices without
+ *   immediate data, such as siw - as a 4-byte inline SEND right after the
+ *   WRITE (RC delivers it after the WRITE is placed). Both ends must agree:
+ *   immediates are used only if both devices have them (RCOLL_IB_IMM).
+ * - Credits ride on every message; alone (a zero-byte WRITE_WITH_IMM, or a
+ *   SEND) only at half the slots or when the engine idles. No atomics, no
+ *   SRQ, one receive SGE: the limits of eRDMA.
+ * - Connections: librdmacm (RCOLL_IB_CONNECT=cm; the only way on iWARP),
+ *   the ring's address and rkey in the connection's private data with a MAC
+ *   of the job secret; or (oob: InfiniBand and RoCE) QP numbers exchanged
+ *   through the authenticated bootstrap and the QPs moved to RTS by hand.
+ * - Completions: polled by the engine each turn; before it sleeps the CQ is
+ *   armed (ibv_req_notify_cq) and the completion channel's fd is in its
+ *   epoll set. A failed completion or a disconnect fails the peer by name.
+ *
+ * Payloads are copied into a registered staging slot (or go inline when
+ * small); zero-copy registration of user buffers is not done yet. */
+#include "transport/transport.h"
+#include "util/params.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define IB_HDR 64       /* slot bytes before the payload */
+#define IB_HDR_OFF (IB_HDR - sizeof(rcoll_msg_hdr_t)) /* header ends there */
+#define IB_CTRL 512     /* after the slots: an abort's reason */
+#define IB_MAGIC 0x69627631U /* "ibv1" */
+
+/* the 32-bit word that signals a message */
+#define IMM(t, c, a) ((uint32_t)(t) << 30 | (uint32_t)(c) << 16 | (uint32_t)(a))
+#define IMM_TYPE(x) ((x) >> 30)
+#define IMM_CREDITS(x) (((x) >> 16) & 0x3fffU)
+#define IMM_ARG(x) ((x) & 0xffffU)
+enum { IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
+enum { CTRL_BYE = 1, CTRL_ABORT = 2 };
+#define IB_MAX_CREDITS 0x3fff
+
+/* what a work request was, in its wr_id (with the QP's index above) */
+enum { WR_DATA = 1, WR_NOTE = 2, WR_RECV = 3 };
+#define WRID(q, kind, i) ((uint64_t)(q)->gidx << 32 | (uint64_t)(i) << 4 | (kind))
+
+typedef struct ib_ep ib_ep_t;
+
+typedef struct {
+    ib_ep_t *ep;
+    int idx;                  /* among the peer's QPs */
+    int gidx;                 /* in ctx->qps */
+    struct rdma_cm_id *id;    /* cm mode */
+    struct ibv_qp *qp;
+    int up;                   /* connected */
+    int ended;                /* error, flush or disconnect seen */
+    int imm;                  /* signal with immediates (else WRITE+SEND) */
+    int active;               /* we connected (cm): the reply has the ring */
+    /* receive side */
+    char *rx;                 /* nslots slots + IB_CTRL */
+    struct ibv_mr *rx_mr;
+    uint32_t *rbuf;           /* a 4-byte SEND target per receive WR */
+    struct ibv_mr *rbuf_mr;
+    int nrecv;
+    int rx_head, rx_count;
+    int credits_owed;
+    int bye, aborted;         /* what the peer said on this QP */
+    /* send side */
+    char *tx;                 /* staging: nslots slots + IB_CTRL */
+    struct ibv_mr *tx_mr;
+    uint64_t raddr;           /* the peer's ring */
+    uint32_t rkey;
+    int tx_credits;
+    uint64_t tx_seq;          /* data messages posted (remote slot = % n) */
+    uint64_t tx_done;         /* data messages completed (staging free) */
+    int sq_free;              /* send queue entries */
+    /* oob mode */
+    uint32_t psn;
+} ib_qp_t;
+
+struct ib_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    ib_qp_t *qps;
+    uint64_t tx_seq, rx_seq;
+    int failed;
+    int aborted;
+    char abort_reason[IB_CTRL];
+    char fail_msg[1024];
+};
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    int nqps;
+    int oob;
+    size_t stride;            /* slot bytes: IB_HDR + chunk, 64-aligned */
+    size_t ring_bytes;
+    int sq_depth;
+    struct rdma_event_channel *ech;
+    rcoll_ev_handler_t ech_h;
+    struct rdma_cm_id *listen_id;
+    struct ibv_context *verbs;
+    uint8_t port;
+    char devname[64];
+    char addr_str[64];
+    struct sockaddr_in addr;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cch;
+    rcoll_ev_handler_t cch_h;
+    struct ibv_cq *cq;
+    int cq_armed;
+    uint32_t max_inline;
+    int imm_ok;               /* this device does WRITE_WITH_IMM */
+    ib_ep_t **eps;            /* by rank */
+    ib_qp_t **qps;            /* every QP, by gidx */
+    int nq;
+    int closing;
+};
+
+/* ---- the connection's private data (cm) ---- */
+
+typedef struct __attribute__((packed)) {
+    uint32_t magic;
+    int32_t from, to;
+    uint16_t idx, nqps;
+    uint32_t nslots;
+    uint32_t chunk;
+    uint32_t rkey;
+    uint32_t imm;             /* 1: this end can take immediates */
+    uint64_t addr;
+    uint64_t mac;             /* siphash(secret, all of the above) */
+} ib_conn_data_t;             /* 48 bytes: IB's REQ carries 56 */
+
+static void conn_data_seal(struct rcoll_tl_ctx *ctx, ib_conn_data_t *d)
+{
+    d->mac = rcoll_siphash(ctx->p.secret, d, offsetof(ib_conn_data_t, mac));
+}
+
+static int conn_data_check(struct rcoll_tl_ctx *ctx, const void *pd,
+                           size_t len, ib_conn_data_t *out)
+{
+    if (!pd || len < sizeof(*out))
+        return -1;
+    memcpy(out, pd, sizeof(*out));
+    return out->magic == IB_MAGIC &&
+                   out->mac == rcoll_siphash(ctx->p.secret, out,
+                                             offsetof(ib_conn_data_t, mac))
+               ? 0
+               : -1;
+}
+
+/* ---- devices ---- */
+
+/* RCOLL_IB_HCA: "mlx5,erdma" (prefixes), "=mlx5_0" (exact names), "^siw"
+ * (excluded prefixes); empty allows every device. */
+static int ib_device_allowed(const char *name)
+{
+    const char *spec = rcoll_config.ib_hca;
+    char buf[256];
+    if (!spec || !spec[0])
+        return 1;
+    int neg = spec[0] == '^', exact = 0, hit = 0;
+    spec += neg;
+    if (spec[0] == '=') {
+        exact = 1;
+        spec++;
+    }
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (char *save, *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save))
+        if (exact ? !strcmp(name, t) : !strncmp(name, t, strlen(t)))
+            hit = 1;
+    return neg ? !hit : hit;
+}
+
+static int ib_usable(char *why, size_t len)
+{
+    int n = 0, ok = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list) {
+        snprintf(why, len, "no RDMA devices (ibv_get_device_list: %s)",
+                 strerror(errno));
+        return 0;
+    }
+    for (int i = 0; i < n && !ok; i++)
+        ok = ib_device_allowed(ibv_get_device_name(list[i]));
+    ibv_free_device_list(list);
+    if (!ok)
+        snprintf(why, len, n ? "no RDMA device allowed by RCOLL_IB_HCA"
+                             : "no RDMA devices");
+    return ok;
+}
+
+static int ib_dev_imm(struct ibv_context *verbs)
+{
+    const char *m = rcoll_config.ib_imm;
+    if (m && (!strcmp(m, "1") || !strcmp(m, "yes")))
+        return 1;
+    if (m && (!strcmp(m, "0") || !strcmp(m, "no")))
+        return 0;
+    /* iWARP has no immediate data; erdma adds it */
+    if (verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+        return !strncmp(ibv_get_device_name(verbs->device), "erdma", 5);
+    return 1;
+}
+
+static const char *link_layer_str(uint8_t ll, struct ibv_context *v)
+{
+    if (v->device->transport_type == IBV_TRANSPORT_IWARP)
+        return "iWARP";
+    return ll == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
+}
+
+/* Binds the listening id to an IPv4 address of an allowed device with an
+ * active port: the bootstrap's address first, then every other one. */
+static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
+{
+    struct sockaddr_in cand[64];
+    int nc = 0;
+    const rcoll_sockaddr_t *boot = &ctx->p.bs->peers[ctx->p.rank].boot_addr;
+    char tried[512] = "";
+    size_t toff = 0;
+    if (boot->sa.sa_family == AF_INET)
+        cand[nc++] = boot->sin;
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) == 0) {
+        for (struct ifaddrs *i = ifa; i && nc < 64; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK))
+                cand[nc++] = *(struct sockaddr_in *)i->ifa_addr;
+        freeifaddrs(ifa);
+    }
+    for (int i = 0; i < nc; i++) {
+        struct sockaddr_in a = cand[i];
+        char s[INET_ADDRSTRLEN];
+        a.sin_port = 0;
+        inet_ntop(AF_INET, &a.sin_addr, s, sizeof(s));
+        if (i > 0 && cand[0].sin_addr.s_addr == a.sin_addr.s_addr)
+            continue;
+        struct rdma_cm_id *id;
+        if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_create_id: %s",
+                                    strerror(errno));
+        const char *why = NULL;
+        if (rdma_bind_addr(id, (struct sockaddr *)&a) != 0 || !id->verbs)
+            why = "no RDMA device";
+        else if (!ib_device_allowed(ibv_get_device_name(id->verbs->device)))
+            why = "device excluded by RCOLL_IB_HCA";
+        else {
+            struct ibv_port_attr pa;
+            if (ibv_query_port(id->verbs, id->port_num, &pa) != 0 ||
+                pa.state != IBV_PORT_ACTIVE)
+                why = "port not active";
+        }
+        if (why) {
+            toff += (size_t)snprintf(tried + toff, sizeof(tried) - RCOLL_MIN(toff, sizeof(tried)),
+                                     "%s%s: %s", toff ? "; " : "", s, why);
+            if (toff >= sizeof(tried))
+                toff = sizeof(tried) - 1;
+            rdma_destroy_id(id);
+            continue;
+        }
+        ctx->listen_id = id;
+        ctx->verbs = id->verbs;
+        ctx->port = id->port_num;
+        ctx->addr = a;
+        snprintf(ctx->devname, sizeof(ctx->devname), "%s",
+                 ibv_get_device_name(id->verbs->device));
+        snprintf(ctx->addr_str, sizeof(ctx->addr_str), "%s", s);
+        return RCOLL_OK;
+    }
+    return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                            "ib: rank %d found no IPv4 address on a usable "
+                            "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
+                            "the transport with RCOLL_TRANSPORTS=^ib",
+                            ctx->p.rank, tried[0] ? tried : "no addresses");
+}
+
+/* ---- registration ---- */
+
+static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
+                             int access, const char *what)
+{
+    struct ibv_mr *mr = ibv_reg_mr(ctx->pd, buf, len, access);
+    if (mr)
+        return mr;
+    int err = errno;
+    struct rlimit rl;
+    char lim[64] = "unknown";
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(lim, sizeof(lim), "unlimited");
+        else
+            snprintf(lim, sizeof(lim), "%llu KiB",
+                     (unsigned long long)rl.rlim_cur / 1024);
+    }
+    rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                     "ib: rank %d cannot register %zu bytes of %s with %s "
+                     "(ibv_reg_mr: %s). Registered memory is locked memory: "
+                     "the locked-memory limit is %s; raise it (ulimit -l "
+                     "unlimited; LimitMEMLOCK=infinity for systemd; docker "
+                     "--ulimit memlock=-1) or lower RCOLL_CHUNK_SIZE, "
+                     "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
+                     ctx->p.rank, len, what, ctx->devname, strerror(err), lim);
+    return NULL;
+}
+
+/* ---- failures ---- */
+
+static void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    char what[512];
+    va_list ap;
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (ep->aborted)
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
+                 "aborted the communicator%s%s", ep->peer, pi->hostname,
+                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
+    else
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
+                 "ib: %s", ep->peer, pi->hostname, pi->pid, what);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
+                           ep->fail_msg);
+}
+
+static rcoll_status_t ib_ep_error(ib_ep_t *ep)
+{
+    ib_ep_fail(ep, "connection ended");
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+}
+
+/* ---- posting ---- */
+
+static int ib_post_recv(ib_qp_t *q, int i)
+{
+    struct ibv_sge sge = {(uintptr_t)&q->rbuf[i], sizeof(uint32_t),
+                          q->rbuf_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = WRID(q, WR_RECV, i), .sg_list = &sge,
+                             .num_sge = 1}, *bad;
+    return ibv_post_recv(q->qp, &wr, &bad);
+}
+
+/* Posts a signal word alone (credits, goodbye, abort): a zero-byte
+ * WRITE_WITH_IMM or a 4-byte inline SEND. */
+static int ib_post_note(ib_qp_t *q, uint32_t word)
+{
+    struct ibv_send_wr wr, *bad;
+    struct ibv_sge sge = {(uintptr_t)&word, sizeof(word), 0};
+    if (q->sq_free < 1)
+        return -1;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = WRID(q, WR_NOTE, 0);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (q->imm) {
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl(word);
+        wr.wr.rdma.remote_addr = q->raddr;
+        wr.wr.rdma.rkey = q->rkey;
+    } else {
+        wr.opcode = IBV_WR_SEND;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.send_flags |= IBV_SEND_INLINE;
+    }
+    int rc = ibv_post_send(q->qp, &wr, &bad);
+    if (rc == 0)
+        q->sq_free--;
+    return rc;
+}
+
+static void ib_send_credits(ib_qp_t *q)
+{
+    if (q->credits_owed == 0 || !q->up || q->ended || q->bye ||
+        q->sq_free < 1)
+        return;
+    int c = RCOLL_MIN(q->credits_owed, IB_MAX_CREDITS);
+    if (ib_post_note(q, IMM(IMM_CREDIT, c, 0)) == 0)
+        q->credits_owed -= c;
+}
+
+/* ---- completions ---- */
+
+static void ib_qp_ended(ib_qp_t *q, const char *why)
+{
+    ib_ep_t *ep = q->ep;
+    q->ended = 1;
+    if (q->bye || ep->ctx->closing)
+        return; /* after a goodbye: the peer closed, as it should */
+    if (ep->aborted)
+        ib_ep_fail(ep, "aborted");
+    else
+        ib_ep_fail(ep, "%s", why);
+}
+
+static void ib_handle_word(ib_qp_t *q, uint32_t w)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    q->tx_credits += (int)IMM_CREDITS(w);
+    if (q->tx_credits > ctx->p.nslots) {
+        ib_ep_fail(ep, "protocol error: too many credits");
+        return;
+    }
+    switch (IMM_TYPE(w)) {
+    case IMM_CREDIT:
+        return;
+    case IMM_DATA: {
+        int slot = (q->rx_head + q->rx_count) % ctx->p.nslots;
+        const rcoll_msg_hdr_t *h = (const rcoll_msg_hdr_t *)(
+            q->rx + (size_t)slot * ctx->stride + IB_HDR_OFF);
+        if ((int)IMM_ARG(w) != slot || q->rx_count == ctx->p.nslots ||
+            h->len > ctx->p.chunk_size) {
+            ib_ep_fail(ep, "protocol error: message in slot %u, expected "
+                       "%d (%d full), length %u", IMM_ARG(w), slot,
+                       q->rx_count, h->len);
+            return;
+        }
+        q->rx_count++;
+        return;
+    }
+    case IMM_CTRL:
+        if (IMM_ARG(w) == CTRL_BYE) {
+            q->bye = 1;
+            rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d said goodbye on qp %d",
+                        ep->peer, q->idx);
+        } else {
+            char *r = q->rx + (size_t)ctx->p.nslots * ctx->stride;
+            r[IB_CTRL - 1] = '\0';
+            snprintf(ep->abort_reason, sizeof(ep->abort_reason), "%s", r);
+            ep->aborted = 1;
+            q->aborted = 1;
+            ib_ep_fail(ep, "aborted");
+        }
+        return;
+    default:
+        ib_ep_fail(ep, "protocol error: signal word 0x%08x", w);
+    }
+}
+
+static int ib_poll(struct rcoll_tl_ctx *ctx)
+{
+    struct ibv_wc wc[32];
+    int total = 0;
+    for (;;) {
+        int n = ibv_poll_cq(ctx->cq, 32, wc);
+        if (n <= 0)
+            return total;
+        total += n;
+        for (int i = 0; i < n; i++) {
+            uint32_t gidx = (uint32_t)(wc[i].wr_id >> 32);
+            int kind = (int)(wc[i].wr_id & 15);
+            int idx = (int)((wc[i].wr_id >> 4) & 0xfffffff);
+            if (gidx >= (uint32_t)ctx->nq)
+                continue;
+            ib_qp_t *q = ctx->qps[gidx];
+            if (kind != WR_RECV)
+                q->sq_free++;
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                char why[256];
+                if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
+                    snprintf(why, sizeof(why), "the connection closed without "
+                             "goodbye (process died or was killed?)");
+                else
+                    snprintf(why, sizeof(why), "%s on queue pair %d: %s "
+                             "(vendor error 0x%x)",
+                             kind == WR_RECV ? "receive" : "RDMA write", q->idx,
+                             ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                ib_qp_ended(q, why);
+                continue;
+            }
+            if (kind == WR_DATA) {
+                q->tx_done++;
+            } else if (kind == WR_RECV) {
+                uint32_t w = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM
+                                 ? ntohl(wc[i].imm_data)
+                                 : q->rbuf[idx];
+                if (!q->ended && ib_post_recv(q, idx) != 0)
+                    ib_qp_ended(q, "cannot repost a receive");
+                ib_handle_word(q, w);
+            }
+        }
+    }
+}
+
+static int ib_progress(rcoll_tl_ctx_t *ctx)
+{
+    return ib_poll(ctx);
+}
+
+static void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx, cch_h));
+    struct ibv_cq *cq;
+    void *cq_ctx;
+    (void)events;
+    while (ibv_get_cq_event(ctx->cch, &cq, &cq_ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+        ctx->cq_armed = 0;
+    }
+    ib_poll(ctx);
+}
+
+/* The engine has nothing to do and may sleep: hand back owed credits, arm
+ * the CQ, and look once more (a completion between the last poll and the
+ * arming raises no event). */
+static int ib_idle(rcoll_tl_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nq; i++)
+        ib_send_credits(ctx->qps[i]);
+    if (!ctx->cq_armed) {
+        ibv_req_notify_cq(ctx->cq, 0);
+        ctx->cq_armed = 1;
+    }
+    return ib_poll(ctx);
+}
+
+static void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx, ech_h));
+    struct rdma_cm_event *ev;
+    (void)events;
+    while (rdma_get_cm_event(ctx->ech, &ev) == 0) {
+        ib_qp_t *q = ev->id ? ev->id->context : NULL;
+        enum rdma_cm_event_type t = ev->event;
+        rdma_ack_cm_event(ev);
+        if (!q || ev->id == ctx->listen_id)
+            continue;
+        if (t == RDMA_CM_EVENT_DISCONNECTED ||
+            t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+            ib_poll(ctx); /* what arrived before it counts */
+            ib_qp_ended(q, t == RDMA_CM_EVENT_DISCONNECTED
+                               ? "disconnected without goodbye (process died "
+                                 "or was killed?)"
+                               : "the RDMA device was removed");
+        }
+    }
+}
+
+/* ---- data path ---- */
+
+static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                              const void *payload, void *cookie, int flags)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q = &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    (void)flags;
+    if (ep->failed || q->ended)
+        return ib_ep_error(ep);
+    if (q->bye)
+        return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                "rank %d already destroyed the communicator",
+                                ep->peer);
+    if (hdr->len > ctx->p.chunk_size)
+        return RCOLL_ERR_INTERNAL;
+    int need = q->imm ? 1 : 2;
+    if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
+        q->sq_free < need) {
+        ib_poll(ctx);
+        if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
+            q->sq_free < need)
+            return RCOLL_INPROGRESS;
+    }
+    uint32_t slot = (uint32_t)(q->tx_seq % ns);
+    size_t len = sizeof(rcoll_msg_hdr_t) + hdr->len;
+    int c = RCOLL_MIN(q->credits_owed, IB_MAX_CREDITS);
+    uint32_t word = IMM(IMM_DATA, c, slot);
+    struct ibv_sge sge[2];
+    struct ibv_send_wr wr[2], *bad;
+    memset(wr, 0, sizeof(wr));
+    if (len <= ctx->max_inline &&
+        hdr->len <= rcoll_config.ib_inline) {
+        /* inline: the data is copied into the work request now */
+        sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
+        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
+        wr[0].num_sge = hdr->len ? 2 : 1;
+        wr[0].send_flags = IBV_SEND_INLINE;
+    } else {
+        char *s = q->tx + (size_t)slot * ctx->stride;
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (hdr->len)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), (uint32_t)len,
+                                  q->tx_mr->lkey};
+        wr[0].num_sge = 1;
+    }
+    wr[0].sg_list = sge;
+    wr[0].wr.rdma.remote_addr = q->raddr + (uint64_t)slot * ctx->stride +
+                                IB_HDR_OFF;
+    wr[0].wr.rdma.rkey = q->rkey;
+    wr[0].send_flags |= IBV_SEND_SIGNALED;
+    struct ibv_sge wsge = {(uintptr_t)&word, sizeof(word), 0};
+    if (q->imm) {
+        wr[0].wr_id = WRID(q, WR_DATA, 0);
+        wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr[0].imm_data = htonl(word);
+    } else {
+        wr[0].wr_id = WRID(q, WR_NOTE, 0);
+        wr[0].opcode = IBV_WR_RDMA_WRITE;
+        wr[0].next = &wr[1];
+        wr[1].wr_id = WRID(q, WR_DATA, 0);
+        wr[1].opcode = IBV_WR_SEND;
+        wr[1].sg_list = &wsge;
+        wr[1].num_sge = 1;
+        wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    }
+    int rc = ibv_post_send(q->qp, wr, &bad);
+    if (rc != 0) {
+        ib_ep_fail(ep, "ibv_post_send on queue pair %d: %s", q->idx,
+                   strerror(rc));
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+    }
+    q->sq_free -= need;
+    q->credits_owed -= c;
+    q->tx_credits--;
+    q->tx_seq++;
+    ep->tx_seq++;
+    /* the payload was copied (staging or inline): the buffer is free */
+    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
+                                   const rcoll_msg_hdr_t **hdr,
+                                   const void **payload)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    if (q->rx_count == 0) {
+        if (ep->failed || q->ended)
+            return ib_ep_error(ep);
+        if (q->bye)
+            return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                    "rank %d already destroyed the "
+                                    "communicator", ep->peer);
+        return RCOLL_INPROGRESS;
+    }
+    char *s = q->rx + (size_t)q->rx_head * ctx->stride;
+    *hdr = (const rcoll_msg_hdr_t *)(s + IB_HDR_OFF);
+    *payload = s + IB_HDR;
+    return RCOLL_OK;
+}
+
+static void ib_recv_release(rcoll_tl_ep_t *tep)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    q->rx_head = (q->rx_head + 1) % ctx->p.nslots;
+    q->rx_count--;
+    ep->rx_seq++;
+    /* like TCP: credits go back with our next message, alone at half the
+     * slots, or when the engine idles */
+    q->credits_owed++;
+    if (2 * q->credits_owed >= ctx->p.nslots)
+        ib_send_credits(q);
+}
+
+/* ---- setup ---- */
+
+static rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    if (posix_memalign((void **)&q->rx, 4096, ctx->ring_bytes) ||
+        posix_memalign((void **)&q->tx, 4096, ctx->ring_bytes) ||
+        !(q->rbuf = calloc((size_t)q->nrecv, sizeof(uint32_t))))
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory for "
+                                "%zu-byte rings", ctx->ring_bytes);
+    memset(q->rx, 0, ctx->ring_bytes);
+    memset(q->tx, 0, ctx->ring_bytes);
+    if (!(q->rx_mr = ib_reg(ctx, q->rx, ctx->ring_bytes,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                            "receive slots")) ||
+        !(q->tx_mr = ib_reg(ctx, q->tx, ctx->ring_bytes,
+                            IBV_ACCESS_LOCAL_WRITE, "send staging")) ||
+        !(q->rbuf_mr = ib_reg(ctx, q->rbuf,
+                              (size_t)q->nrecv * sizeof(uint32_t),
+                              IBV_ACCESS_LOCAL_WRITE, "receive words")))
+        return RCOLL_ERR_NO_MEMORY;
+    return RCOLL_OK;
+}
+
+/* Creates the QP (on the cm id: then it is in INIT; or plain for oob). */
+static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                   struct rdma_cm_id *id)
+{
+    struct ibv_qp_init_attr a;
+    /* the most inline data the device takes (siw: less than 256) */
+    static const uint32_t inl[] = {256, 128, 64, 32, 16, 0};
+    for (int attempt = 0; attempt < 6; attempt++) {
+        memset(&a, 0, sizeof(a));
+        a.send_cq = a.recv_cq = ctx->cq;
+        a.qp_type = IBV_QPT_RC;
+        a.cap.max_send_wr = (uint32_t)ctx->sq_depth;
+        a.cap.max_recv_wr = (uint32_t)q->nrecv;
+        a.cap.max_send_sge = 2;
+        a.cap.max_recv_sge = 1;
+        a.cap.max_inline_data = inl[attempt];
+        int rc;
+        if (id) {
+            rc = rdma_create_qp(id, ctx->pd, &a);
+            if (rc == 0)
+                q->qp = id->qp;
+        } else {
+            q->qp = ibv_create_qp(ctx->pd, &a);
+            rc = q->qp ? 0 : -1;
+        }
+        if (rc == 0)
+            break;
+        if (attempt == 5)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: creating a queue "
+                                    "pair to rank %d on %s: %s", q->ep->peer,
+                                    ctx->devname, strerror(errno));
+    }
+    if (ctx->max_inline == 0 || a.cap.max_inline_data < ctx->max_inline)
+        ctx->max_inline = a.cap.max_inline_data;
+    if (!ctx->imm_ok && a.cap.max_inline_data < sizeof(uint32_t))
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s has neither "
+                                "immediate data nor inline sends: not "
+                                "supported", ctx->devname);
+    q->sq_free = ctx->sq_depth;
+    return RCOLL_OK;
+}
+
+/* Posts every receive (the QP must be in INIT or later). */
+static rcoll_status_t ib_qp_post_recvs(ib_qp_t *q)
+{
+    for (int i = 0; i < q->nrecv; i++)
+        if (ib_post_recv(q, i) != 0)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: posting receives "
+                                    "for rank %d: %s", q->ep->peer,
+                                    strerror(errno));
+    return RCOLL_OK;
+}
+
+static void ib_conn_data_fill(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                              ib_conn_data_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->magic = IB_MAGIC;
+    d->from = ctx->p.rank;
+    d->to = q->ep->peer;
+    d->idx = (uint16_t)q->idx;
+    d->nqps = (uint16_t)ctx->nqps;
+    d->nslots = (uint32_t)ctx->p.nslots;
+    d->chunk = (uint32_t)ctx->p.chunk_size;
+    d->rkey = q->rx_mr->rkey;
+    d->imm = (uint32_t)ctx->imm_ok;
+    d->addr = (uint64_t)(uintptr_t)q->rx;
+    conn_data_seal(ctx, d);
+}
+
+static rcoll_status_t ib_conn_data_apply(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                         const ib_conn_data_t *d)
+{
+    if (d->nqps != ctx->nqps || d->nslots != (uint32_t)ctx->p.nslots ||
+        d->chunk != (uint32_t)ctx->p.chunk_size)
+        return rcoll__set_error(
+            RCOLL_ERR_INVALID_ARGUMENT,
+            "ib: rank %d and rank %d disagree on RCOLL_IB_QPS_PER_PEER (%d vs "
+            "%u), RCOLL_CHUNK_SIZE (%zu vs %u) or RCOLL_NSLOTS (%d vs %u): "
+            "set them the same on every rank", ctx->p.rank, q->ep->peer,
+            ctx->nqps, d->nqps, ctx->p.chunk_size, d->chunk, ctx->p.nslots,
+            d->nslots);
+    q->raddr = d->addr;
+    q->rkey = d->rkey;
+    q->imm = ctx->imm_ok && d->imm;
+    return RCOLL_OK;
+}
+
+static const char *peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
+                            size_t l)
+{
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[peer];
+    snprintf(b, l, "rank %d (%s pid %d)", peer, pi->hostname, pi->pid);
+    return b;
+}
+
+/* cm mode: connect to every higher peer, accept every lower one, all at
+ * once through the event channel. */
+static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
+                                    const struct sockaddr_in *addrs)
+{
+    int r = ctx->p.rank, expected = 0, up = 0;
+    double deadline = rcoll_time_sec() + rcoll_config.timeout;
+    char ps[128];
+    rcoll_status_t st;
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        expected++;
+        if (q->ep->peer < r)
+            continue;
+        q->active = 1;
+        if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
+            rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->addr,
+                              (struct sockaddr *)&addrs[q->ep->peer],
+                              5000) != 0)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
+                                    "address of %s: %s",
+                                    peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                    strerror(errno));
+    }
+    while (up < expected) {
+        double left = deadline - rcoll_time_sec();
+        if (left <= 0)
+            return rcoll__set_error(RCOLL_ERR_TIMEOUT, "ib: rank %d: only %d "
+                                    "of %d connections came up within "
+                                    "RCOLL_TIMEOUT", r, up, expected);
+        struct pollfd pf = {.fd = ctx->ech->fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)RCOLL_MIN(left * 1000 + 1, 1000)) <= 0)
+            continue;
+        struct rdma_cm_event *ev;
+        if (rdma_get_cm_event(ctx->ech, &ev) != 0)
+            continue;
+        struct rdma_cm_id *id = ev->id;
+        ib_qp_t *q = id->context;
+        st = RCOLL_OK;
+        switch (ev->event) {
+        case RDMA_CM_EVENT_ADDR_RESOLVED:
+            if (rdma_resolve_route(id, 5000) != 0)
+                st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
+                                      "route to %s: %s",
+                                      peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                      strerror(errno));
+            break;
+        case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+            ib_conn_data_t d;
+            st = ib_qp_create(ctx, q, id);
+            if (st == RCOLL_OK)
+                st = ib_qp_post_recvs(q);
+            if (st != RCOLL_OK)
+                break;
+            ib_conn_data_fill(ctx, q, &d);
+            struct rdma_conn_param cp = {
+                .private_data = &d, .private_data_len = sizeof(d),
+                .responder_resources = 1, .initiator_depth = 1,
+                .retry_count = 7, .rnr_retry_count = 7};
+            if (rdma_connect(id, &cp) != 0)
+                st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_connect to "
+                                      "%s: %s",
+                                      peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                      strerror(errno));
+            break;
+        }
+        case RDMA_CM_EVENT_CONNECT_REQUEST: {
+            ib_conn_data_t d;
+            ib_qp_t *nq = NULL;
+            if (conn_data_check(ctx, ev->param.conn.private_data,
+                                ev->param.conn.private_data_len, &d) == 0 &&
+                d.to == r && d.from >= 0 && d.from < r &&
+                ctx->eps[d.from] && d.idx < ctx->nqps)
+                nq = &ctx->eps[d.from]->qps[d.idx];
+            if (!nq || nq->id) {
+                rcoll_warn("ib: rank %d rejected a connection request: %s", r,
+                           nq ? "duplicate" : "not from this job");
+                rdma_reject(id, NULL, 0);
+                rdma_ack_cm_event(ev);
+                rdma_destroy_id(id);
+                continue;
+            }
+            nq->id = id;
+            id->context = nq;
+            st = ib_conn_data_apply(ctx, nq, &d);
+            if (st == RCOLL_OK)
+                st = ib_qp_create(ctx, nq, id);
+            if (st == RCOLL_OK)
+                st = ib_qp_post_recvs(nq);
+            if (st != RCOLL_OK)
+                break;
+            ib_conn_data_fill(ctx, nq, &d);
+            d.imm = (uint32_t)nq->imm; /* the decision, for the other end */
+            conn_data_seal(ctx, &d);
+            struct rdma_conn_param cp = {
+                .private_data = &d, .private_data_len = sizeof(d),
+                .responder_resources = 1, .initiator_depth = 1,
+                .retry_count = 7, .rnr_retry_count = 7};
+            if (rdma_accept(id, &cp) != 0)
+                st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_accept from "
+                                      "%s: %s",
+                                      peer_str(ctx, d.from, ps, sizeof(ps)),
+                                      strerror(errno));
+            break;
+        }
+        case RDMA_CM_EVENT_ESTABLISHED:
+            if (q->active) {
+                ib_conn_data_t d;
+                if (conn_data_check(ctx, ev->param.conn.private_data,
+                                    ev->param.conn.private_data_len, &d) != 0 ||
+                    d.from != q->ep->peer || d.to != r) {
+                    st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "ib: the reply "
+                                          "of %s carries no valid ring "
+                                          "address (%u bytes of private data)",
+                                          peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                          ev->param.conn.private_data_len);
+                    break;
+                }
+                st = ib_conn_data_apply(ctx, q, &d);
+                if (st != RCOLL_OK)
+                    break;
+            }
+            q->up = 1;
+            up++;
+            break;
+        default:
+            st = rcoll__set_error(RCOLL_ERR_REMOTE, "ib: connecting rank %d "
+                                  "and %s: %s (status %d)", r,
+                                  q ? peer_str(ctx, q->ep->peer, ps, sizeof(ps))
+                                    : "a peer",
+                                  rdma_event_str(ev->event), ev->status);
+        }
+        rdma_ack_cm_event(ev);
+        if (st != RCOLL_OK)
+            return st;
+    }
+    return RCOLL_OK;
+}
+
+/* oob mode: QP numbers, PSNs, rings and GIDs through the bootstrap. */
+typedef struct {
+    uint32_t qpn, psn, rkey, imm;
+    uint64_t addr;
+} ib_oob_qp_t;
+
+typedef struct {
+    uint8_t gid[16];
+    uint16_t lid;
+    uint8_t link_layer;
+    uint8_t pad;
+    uint32_t mtu;
+    int32_t gid_index;
+    uint32_t pad2;
+} ib_oob_hdr_t;
+
+static int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
+                       union ibv_gid *gid)
+{
+    const char *gi = rcoll_config.ib_gid_index;
+    if (gi && gi[0] && strcmp(gi, "auto") != 0) {
+        char *end;
+        long v = strtol(gi, &end, 0);
+        if (*end || v < 0 || v > 65535 ||
+            ibv_query_gid(ctx->verbs, ctx->port, (int)v, gid) != 0)
+            return -1;
+        return (int)v;
+    }
+    if (pa->link_layer != IBV_LINK_LAYER_ETHERNET) {
+        ibv_query_gid(ctx->verbs, ctx->port, 0, gid);
+        return 0;
+    }
+    int best = -1, best_score = 0;
+    for (int i = 0; i < pa->gid_tbl_len && i < 256; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(ctx->verbs, ctx->port, (uint32_t)i, &e, 0) != 0)
+            continue;
+        const uint8_t *g = e.gid.raw;
+        static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        int is_v4 = !memcmp(g, v4, 12);
+        int link_local = g[0] == 0xfe && (g[1] & 0xc0) == 0x80;
+        int zero = 1;
+        for (int k = 0; k < 16; k++)
+            zero &= g[k] == 0;
+        if (zero || link_local)
+            continue;
+        int score = (e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 4 : 1) +
+                    (is_v4 ? 2 : 0) +
+                    (is_v4 && !memcmp(g + 12, &ctx->addr.sin_addr, 4) ? 8 : 0);
+        if (score > best_score) {
+            best_score = score;
+            best = i;
+            *gid = e.gid;
+        }
+    }
+    return best;
+}
+
+static rcoll_status_t ib_connect_oob(struct rcoll_tl_ctx *ctx)
+{
+    int n = ctx->p.nranks, r = ctx->p.rank;
+    size_t per = sizeof(ib_oob_hdr_t) +
+                 (size_t)n * (size_t)ctx->nqps * sizeof(ib_oob_qp_t);
+    char *all = calloc((size_t)n, per);
+    struct ibv_port_attr pa;
+    union ibv_gid gid;
+    rcoll_status_t st = RCOLL_OK;
+    char ps[128];
+    unsigned seed = (unsigned)(rcoll_time_sec() * 1e6) ^ (unsigned)getpid();
+    if (!all)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    if (ibv_query_port(ctx->verbs, ctx->port, &pa) != 0) {
+        free(all);
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: ibv_query_port: %s",
+                                strerror(errno));
+    }
+    memset(&gid, 0, sizeof(gid));
+    int gidx = ib_pick_gid(ctx, &pa, &gid);
+    if (gidx < 0) {
+        free(all);
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: no usable GID on %s "
+                                "port %d (set RCOLL_IB_GID_INDEX)",
+                                ctx->devname, ctx->port);
+    }
+    char gs[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, gid.raw, gs, sizeof(gs));
+    rcoll_info(RCOLL_SUBSYS_NET, "ib: oob connect on %s port %d, GID index "
+               "%d (%s), LID %u", ctx->devname, ctx->port, gidx, gs, pa.lid);
+    ib_oob_hdr_t *me = (ib_oob_hdr_t *)(all + (size_t)r * per);
+    memcpy(me->gid, gid.raw, 16);
+    me->lid = pa.lid;
+    me->link_layer = pa.link_layer;
+    me->mtu = pa.active_mtu;
+    me->gid_index = gidx;
+    ib_oob_qp_t *mine = (ib_oob_qp_t *)(me + 1);
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        st = ib_qp_create(ctx, q, NULL);
+        if (st != RCOLL_OK)
+            goto out;
+        struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .pkey_index = 0,
+                                 .port_num = ctx->port,
+                                 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+                                                    IBV_ACCESS_REMOTE_WRITE};
+        if (ibv_modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                          IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: queue pair to INIT: "
+                                  "%s", strerror(errno));
+            goto out;
+        }
+        st = ib_qp_post_recvs(q);
+        if (st != RCOLL_OK)
+            goto out;
+        q->psn = (uint32_t)rand_r(&seed) & 0xffffff;
+        ib_oob_qp_t *e = &mine[q->ep->peer * ctx->nqps + q->idx];
+        e->qpn = q->qp->qp_num;
+        e->psn = q->psn;
+        e->rkey = q->rx_mr->rkey;
+        e->imm = (uint32_t)ctx->imm_ok;
+        e->addr = (uint64_t)(uintptr_t)q->rx;
+    }
+    st = rcoll_bootstrap_allgather(ctx->p.bs, all, per);
+    if (st != RCOLL_OK)
+        goto out;
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        int peer = q->ep->peer;
+        ib_oob_hdr_t *th = (ib_oob_hdr_t *)(all + (size_t)peer * per);
+        ib_oob_qp_t *te = (ib_oob_qp_t *)(th + 1) + r * ctx->nqps + q->idx;
+        ib_conn_data_t d = {.nqps = (uint16_t)ctx->nqps,
+                            .nslots = (uint32_t)ctx->p.nslots,
+                            .chunk = (uint32_t)ctx->p.chunk_size,
+                            .rkey = te->rkey, .imm = te->imm,
+                            .addr = te->addr};
+        st = ib_conn_data_apply(ctx, q, &d);
+        if (st != RCOLL_OK)
+            goto out;
+        struct ibv_qp_attr at;
+        memset(&at, 0, sizeof(at));
+        at.qp_state = IBV_QPS_RTR;
+        at.path_mtu = RCOLL_MIN(pa.active_mtu, (enum ibv_mtu)th->mtu);
+        at.dest_qp_num = te->qpn;
+        at.rq_psn = te->psn;
+        at.max_dest_rd_atomic = 1;
+        at.min_rnr_timer = 12;
+        at.ah_attr.port_num = ctx->port;
+        at.ah_attr.dlid = th->lid;
+        if (pa.link_layer == IBV_LINK_LAYER_ETHERNET || th->lid == 0) {
+            at.ah_attr.is_global = 1;
+            memcpy(at.ah_attr.grh.dgid.raw, th->gid, 16);
+            at.ah_attr.grh.sgid_index = (uint8_t)gidx;
+            at.ah_attr.grh.hop_limit = 64;
+        }
+        if (ibv_modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_AV |
+                                          IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                          IBV_QP_RQ_PSN |
+                                          IBV_QP_MAX_DEST_RD_ATOMIC |
+                                          IBV_QP_MIN_RNR_TIMER)) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: queue pair to %s: "
+                                  "RTR failed: %s",
+                                  peer_str(ctx, peer, ps, sizeof(ps)),
+                                  strerror(errno));
+            goto out;
+        }
+        memset(&at, 0, sizeof(at));
+        at.qp_state = IBV_QPS_RTS;
+        at.timeout = 14;
+        at.retry_cnt = 7;
+        at.rnr_retry = 7;
+        at.sq_psn = q->psn;
+        at.max_rd_atomic = 1;
+        if (ibv_modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT |
+                                          IBV_QP_RETRY_CNT |
+                                          IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                          IBV_QP_MAX_QP_RD_ATOMIC)) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: queue pair to %s: "
+                                  "RTS failed: %s",
+                                  peer_str(ctx, peer, ps, sizeof(ps)),
+                                  strerror(errno));
+            goto out;
+        }
+        q->up = 1;
+    }
+    /* every rank's QPs are ready to receive before anyone sends */
+    st = rcoll_bootstrap_barrier(ctx->p.bs);
+out:
+    free(all);
+    return st;
+}
+
+static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
+
+static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
+                                    rcoll_tl_ctx_t **ctx_p,
+                                    rcoll_tl_ep_t **eps)
+{
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    struct sockaddr_in *addrs = NULL;
+    rcoll_status_t st;
+    int n = p->nranks, r = p->rank;
+    const char *mode = rcoll_config.ib_connect ? rcoll_config.ib_connect : "cm";
+
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    ctx->p = *p;
+    ctx->nqps = rcoll_config.ib_qps_per_peer;
+    if (!strcmp(mode, "oob"))
+        ctx->oob = 1;
+    else if (strcmp(mode, "cm") != 0 && mode[0]) {
+        free(ctx);
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "RCOLL_IB_CONNECT="
+                                "%s: expected cm or oob", mode);
+    }
+    ctx->stride = (IB_HDR + p->chunk_size + 63) & ~(size_t)63;
+    ctx->ring_bytes = (size_t)p->nslots * ctx->stride + IB_CTRL;
+    /* data (2 WRs each without immediates) + notes (credits, goodbye) */
+    ctx->sq_depth = 3 * p->nslots + 8;
+    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    if (!ctx->eps || !addrs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        goto err;
+    }
+    ctx->ech = rdma_create_event_channel();
+    if (!ctx->ech) {
+        st = rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: rdma_create_event_"
+                              "channel: %s (is rdma_ucm loaded?)",
+                              strerror(errno));
+        goto err;
+    }
+    st = ib_pick_address(ctx);
+    if (st != RCOLL_OK)
+        goto err;
+    struct ibv_port_attr pa;
+    ibv_query_port(ctx->verbs, ctx->port, &pa);
+    ctx->imm_ok = ib_dev_imm(ctx->verbs);
+    if (!(ctx->pd = ibv_alloc_pd(ctx->verbs)) ||
+        !(ctx->cch = ibv_create_comp_channel(ctx->verbs))) {
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: protection domain or "
+                              "completion channel on %s: %s", ctx->devname,
+                              strerror(errno));
+        goto err;
+    }
+    const uint8_t *use = p->pairs + (size_t)r * (size_t)n;
+    int npeers = 0;
+    for (int i = 0; i < n; i++)
+        npeers += i != r && use[i];
+    ctx->qps = calloc((size_t)(npeers * ctx->nqps) + 1, sizeof(*ctx->qps));
+    int nrecv = 2 * p->nslots + 8;
+    int cqe = (npeers * ctx->nqps) * (ctx->sq_depth + nrecv) + 16;
+    struct ibv_device_attr da;
+    if (ibv_query_device(ctx->verbs, &da) == 0 && cqe > da.max_cqe)
+        cqe = da.max_cqe;
+    if (!ctx->qps ||
+        !(ctx->cq = ibv_create_cq(ctx->verbs, cqe, NULL, ctx->cch, 0))) {
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: completion queue of %d "
+                              "entries on %s: %s", cqe, ctx->devname,
+                              strerror(errno));
+        goto err;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == r || !use[i])
+            continue;
+        ib_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep || !(ep->qps = calloc((size_t)ctx->nqps, sizeof(ib_qp_t)))) {
+            free(ep);
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+            goto err;
+        }
+        ctx->eps[i] = ep;
+        ep->ctx = ctx;
+        ep->peer = i;
+        for (int k = 0; k < ctx->nqps; k++) {
+            ib_qp_t *q = &ep->qps[k];
+            q->ep = ep;
+            q->idx = k;
+            q->gidx = ctx->nq;
+            q->nrecv = nrecv;
+            q->tx_credits = p->nslots;
+            ctx->qps[ctx->nq++] = q;
+            st = ib_qp_alloc(ctx, q);
+            if (st != RCOLL_OK)
+                goto err;
+        }
+    }
+    if (!ctx->oob) {
+        if (rdma_listen(ctx->listen_id, RCOLL_MAX(16, npeers * ctx->nqps)) !=
+            0) {
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_listen on %s: "
+                                  "%s", ctx->addr_str, strerror(errno));
+            goto err;
+        }
+        addrs[r] = ctx->addr;
+        addrs[r].sin_port = rdma_get_src_port(ctx->listen_id);
+        st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
+        if (st == RCOLL_OK)
+            st = ib_connect_cm(ctx, addrs);
+    } else {
+        st = ib_connect_oob(ctx);
+    }
+    if (st != RCOLL_OK)
+        goto err;
+    rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d on %s port %d (%s, %s), %d "
+               "queue pairs per peer, %s, inline up to %u bytes, %s connect",
+               r, ctx->devname, ctx->port, link_layer_str(pa.link_layer,
+                                                          ctx->verbs),
+               ctx->addr_str, ctx->nqps,
+               ctx->nq && ctx->qps[0]->imm ? "WRITE_WITH_IMM"
+                                           : "WRITE + SEND signals",
+               ctx->max_inline, ctx->oob ? "oob" : "rdma_cm");
+    /* into the engine's epoll set: completions and connection events */
+    int fl = fcntl(ctx->cch->fd, F_GETFL);
+    fcntl(ctx->cch->fd, F_SETFL, fl | O_NONBLOCK);
+    fl = fcntl(ctx->ech->fd, F_GETFL);
+    fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
+    ctx->cch_h.cb = ib_cq_event;
+    ctx->ech_h.cb = ib_cm_event;
+    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->cch_h};
+    struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
+    if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, ctx->cch->fd, &e1) != 0 ||
+        epoll_ctl(p->epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0) {
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
+                              strerror(errno));
+        goto err;
+    }
+    ibv_req_notify_cq(ctx->cq, 0);
+    ctx->cq_armed = 1;
+    free(addrs);
+    for (int i = 0; i < n; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    free(addrs);
+    ib_ctx_destroy(ctx, 1, NULL);
+    return st;
+}
+
+static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
+{
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, rcoll_config.timeout);
+    /* goodbye (or the abort and its reason) on every live QP; wait for
+     * those to complete: then they are in the peer's memory */
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        if (!q->up || q->ended || !q->qp)
+            continue;
+        if (abort && reason) {
+            char *s = q->tx + (size_t)ctx->p.nslots * ctx->stride;
+            snprintf(s, IB_CTRL, "%s", reason);
+            struct ibv_sge sge = {(uintptr_t)s, (uint32_t)strlen(s) + 1,
+                                  q->tx_mr->lkey};
+            struct ibv_send_wr wr = {
+                .wr_id = WRID(q, WR_NOTE, 0), .sg_list = &sge, .num_sge = 1,
+                .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED},
+                *bad;
+            wr.wr.rdma.remote_addr = q->raddr + (uint64_t)ctx->p.nslots *
+                                                    ctx->stride;
+            wr.wr.rdma.rkey = q->rkey;
+            while (q->sq_free < 2 && rcoll_time_sec() < deadline &&
+                   !q->ended)
+                ib_poll(ctx);
+            if (q->sq_free >= 2 && ibv_post_send(q->qp, &wr, &bad) == 0)
+                q->sq_free--;
+        }
+        while (q->sq_free < 1 && rcoll_time_sec() < deadline && !q->ended)
+            ib_poll(ctx);
+        ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE));
+    }
+    ctx->closing = 1;
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        while (q->up && !q->ended && q->sq_free < ctx->sq_depth &&
+               rcoll_time_sec() < deadline)
+            if (ib_poll(ctx) == 0)
+                usleep(100);
+    }
+    if (ctx->cch && ctx->p.epfd >= 0)
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
+    if (ctx->ech && ctx->p.epfd >= 0)
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->ech->fd, NULL);
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        if (q->id) {
+            if (q->up)
+                rdma_disconnect(q->id);
+            if (q->qp)
+                rdma_destroy_qp(q->id);
+            /* events still queued for the id must be acked first */
+            struct rdma_cm_event *ev;
+            int fl = fcntl(ctx->ech->fd, F_GETFL);
+            fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
+            while (rdma_get_cm_event(ctx->ech, &ev) == 0)
+                rdma_ack_cm_event(ev);
+            rdma_destroy_id(q->id);
+        } else if (q->qp) {
+            ibv_destroy_qp(q->qp);
+        }
+        if (q->rx_mr)
+            ibv_dereg_mr(q->rx_mr);
+        if (q->tx_mr)
+            ibv_dereg_mr(q->tx_mr);
+        if (q->rbuf_mr)
+            ibv_dereg_mr(q->rbuf_mr);
+        free(q->rx);
+        free(q->tx);
+        free(q->rbuf);
+    }
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
+        if (ctx->eps[i]) {
+            free(ctx->eps[i]->qps);
+            free(ctx->eps[i]);
+        }
+    if (ctx->cq) /* its events were acked as they came */
+        ibv_destroy_cq(ctx->cq);
+    if (ctx->cch)
+        ibv_destroy_comp_channel(ctx->cch);
+    if (ctx->pd)
+        ibv_dealloc_pd(ctx->pd);
+    if (ctx->listen_id)
+        rdma_destroy_id(ctx->listen_id);
+    if (ctx->ech)
+        rdma_destroy_event_channel(ctx->ech);
+    free(ctx->qps);
+    free(ctx->eps);
+    free(ctx);
+}
+
+const rcoll_tl_ops_t rcoll_tl_ib_ops = {
+    .name = "ib",
+    .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
+           "RCOLL_IB_*)",
+    .usable = ib_usable,
+    .local_only = 0,
+    .ctx_create = ib_ctx_create,
+    .send = ib_send,
+    .recv_peek = ib_recv_peek,
+    .recv_release = ib_recv_release,
+    .progress = ib_progress,
+    .idle = ib_idle,
+    .ctx_destroy = ib_ctx_destroy,
+};

@@ -1,0 +1,149 @@
+#!/bin/sh
+# The RDMA suite, run inside the test guest by `make check-rdma` (through
+# tests/rdma-vm/run): the collective matrix over soft-iWARP (siw) with ranks
+# split across two namespace "hosts", over soft-RoCE (rxe) in both
+# connection modes, under netem loss and delay, a killed peer, a
+# registration failure, and rcoll-perf over both devices. Sizes are small:
+# the guest is emulated. Usage: check-rdma.sh BUILDDIR [FILTER-REGEX]
+B=${1:?usage: check-rdma.sh BUILDDIR [FILTER]}
+FILTER=${2:-${RCOLL_TEST_FILTER:-.}}
+L=/tmp/rdma-logs
+mkdir -p $L
+pass=0; fail=0
+SECRET=00112233445566778899aabbccddeeff
+export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
+N=0,1,7,1023,70000
+t0=$(date +%s)
+
+# check NAME CMD...: runs one test (a function or a command), PASS/FAIL
+# with its log; every process a test starts runs under $T (a time limit)
+T="timeout -k 5 200"
+check() {
+    name=$1; shift
+    echo "$name" | grep -Eq "$FILTER" || return 0
+    s=$(date +%s)
+    if ("$@") > "$L/cur.log" 2>&1; then
+        pass=$((pass + 1)); echo "PASS: $name ($(( $(date +%s) - s )) s)"
+    else
+        fail=$((fail + 1)); echo "FAIL: $name (status $?, $(( $(date +%s) - s )) s)"
+        tail -n 25 "$L/cur.log" | sed 's/^/    /'
+    fi
+}
+
+# hosts NRANKS PORT CMD...: ranks spread over namespaces h0 and h1
+# (rank r on h$((r % 2))), the root on h0; fails if any rank fails
+hosts() {
+    n=$1; port=$2; shift 2
+    pids=""
+    r=0
+    while [ $r -lt $n ]; do
+        h=$((r % 2))
+        ip netns exec h$h $T env RCOLL_ROOT=10.77.0.1:$port RCOLL_SIZE=$n RCOLL_RANK=$r \
+            RCOLL_SECRET=$SECRET "$@" > "$L/rank$r.log" 2>&1 &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    rc=0
+    for p in $pids; do wait $p || rc=1; done
+    cat "$L/rank0.log"
+    [ $rc = 0 ] || { for f in "$L"/rank*.log; do echo "== $f"; tail -n 5 "$f"; done; }
+    return $rc
+}
+
+# uses RCOLL_DEBUG=info's line to prove which device and mode carried it
+uses() { # uses PATTERN CMD...
+    pat=$1; shift
+    "$@" || return 1
+    grep -q "$pat" "$L"/rank0.log || { echo "expected '$pat' in the log"; return 1; }
+}
+
+info="RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=net"
+check "siw: 2 ranks on 2 hosts, matrix" \
+    uses "ib: rank 0 on siw0.*WRITE + SEND" hosts 2 29701 env $info $B/tests/test_coll -N $N
+check "siw: 4 ranks on 2 hosts (shm inside, ib across), matrix" \
+    uses "ib: rank 0 on siw0" hosts 4 29702 env $info $B/tests/test_coll -N $N
+check "siw: 4 ranks on 2 hosts, every pair over ib, 2 QPs per peer, 3 slots" \
+    hosts 4 29703 env RCOLL_TRANSPORTS=ib RCOLL_IB_QPS_PER_PEER=2 RCOLL_NSLOTS=3 \
+    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -N $N
+check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
+    $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat \
+        allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \
+        broadcast:scatter_allgather; do c=\${a%%:*}; echo \$a; \
+        RCOLL_ALGO=\$a RCOLL_CHUNK_SIZE=8K RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tools/rcoll-run -n 3 \
+        $B/tests/test_coll -C \$c -N 0,1,5000 -q || exit 1; done"
+
+rxe() { # rxe MODE NRANKS: all ranks on rxe0 (6.1's rxe receives only in the initial namespace)
+    $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=$1 $info \
+        $B/tools/rcoll-run -n $2 $B/tests/test_coll -N $N > "$L/rank0.log" 2>&1
+    rc=$?; cat "$L/rank0.log"; return $rc
+}
+check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WITH_IMM, .*rdma_cm" rxe cm 2
+check "rxe: 4 ranks, rdma_cm" rxe cm 4
+check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob connect" rxe oob 2
+check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
+    env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
+    $B/tools/rcoll-run -n 4 $B/tests/test_coll -N $N
+
+netem() { # netem add|del: 2% loss and 2 ms +- 1 ms delay on both hosts' links
+    for h in 0 1; do
+        if [ $1 = add ]; then ip netns exec h$h tc qdisc add dev v$h root netem loss 2% delay 2ms 1ms
+        else ip netns exec h$h tc qdisc del dev v$h root; fi
+    done
+}
+lossy() {
+    netem add || return 1
+    hosts 2 29704 env RCOLL_CHUNK_SIZE=64K $B/tests/test_coll -N 0,7,100000
+    rc=$?
+    netem del
+    return $rc
+}
+check "siw: 2 hosts under netem 2% loss, 2 ms delay: bit-exact" lossy
+
+# a peer dies: every survivor fails naming it (test_fail loop: exit 3)
+killtest() {
+    n=4; pids=""
+    for r in 0 1 2 3; do
+        # no $T here: kill must hit the rank itself (test_fail loop gives
+        # up after 120 s on its own)
+        ip netns exec h$((r % 2)) env RCOLL_ROOT=10.77.0.1:29705 RCOLL_SIZE=$n RCOLL_RANK=$r \
+            RCOLL_SECRET=$SECRET RCOLL_TRANSPORTS=ib RCOLL_VICTIM=3 $B/tests/test_fail loop \
+            > "$L/kill$r.log" 2>&1 &
+        eval "pid$r=\$!"
+    done
+    sleep 10
+    kill -9 $pid3
+    bad=0
+    for r in 0 1 2; do
+        eval "p=\$pid$r"
+        wait $p; code=$?
+        echo "rank $r exit $code: $(tail -n 1 "$L/kill$r.log")"
+        [ $code -eq 3 ] || bad=1
+    done
+    return $bad
+}
+check "siw: a rank killed on host h1: the 3 others fail naming it" killtest
+check "siw: fork-based failure tests over ib (kill, abort)" \
+    $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
+           RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort"
+
+# registration beyond the locked-memory limit: a clear error, no crash
+regfail() {
+    out=$(ip netns exec h0 $T setpriv --reuid=65534 --regid=65534 --clear-groups \
+        sh -c "ulimit -l 64; RCOLL_TRANSPORTS=ib RCOLL_TIMEOUT=20 $B/tools/rcoll-run -n 2 $B/tests/test_coll -N 7" 2>&1)
+    rc=$?
+    echo "$out" | tail -n 6
+    [ $rc != 0 ] && echo "$out" | grep -q "ulimit -l" && echo "$out" | grep -q "locked-memory limit is 64 KiB"
+}
+check "siw: registration over the locked-memory limit names ulimit -l" regfail
+
+perfcheck() { # perfcheck DEVICE-ARGS: rcoll-perf all-reduce with #wrong 0
+    $T env RCOLL_TRANSPORTS=ib "$@" $B/tools/rcoll-run -n 2 $B/benchmarks/rcoll-perf allreduce -b 8 -e 1M -f 16 -n 2 -w 1 -c 1 > "$L/perf.log" 2>&1
+    rc=$?; cat "$L/perf.log"
+    [ $rc = 0 ] && grep -q "Out of bounds values : 0 OK" "$L/perf.log"
+}
+check "siw: rcoll-perf allreduce, #wrong 0" perfcheck ip netns exec h0 env
+check "rxe: rcoll-perf allreduce, #wrong 0" perfcheck RCOLL_IB_HCA=rxe
+
+echo "rdma suite: $(( $(date +%s) - t0 )) s"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
