@@ -152,6 +152,21 @@ RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm);
  *  returns RCOLL_ERR_ABORTED, and `comm` must not be used afterwards. */
 RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
 
+/** Register [buf, buf + len) with the communicator's network transports,
+ *  as ncclCommRegister does: chunks sent from registered memory skip the
+ *  staging copy (over RDMA the NIC reads them in place). Optional; costs
+ *  locked memory (ulimit -l). The memory must stay allocated and mapped,
+ *  and no operation may use it once it is deregistered. rcoll does not
+ *  watch for freed memory: deregister before free. Not thread-safe with
+ *  other calls on the same communicator.
+ *  @param[out] handle  for rcoll_comm_deregister. */
+RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
+                                             size_t len, void **handle);
+
+/** Undo rcoll_comm_register (also done by destroy for what is left). */
+RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
+                                               void *handle);
+
 /** The communicator's asynchronous error: RCOLL_OK while healthy, else the
  *  first error (a peer died, a timeout...), which every later operation also
  *  returns. Non-blocking; rcoll_last_error() then holds the message.

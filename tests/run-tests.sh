@@ -80,6 +80,7 @@ t "coll: shm, single copy for all, 4 KiB+, 3 ranks" 600 env RCOLL_TRANSPORTS=shm
     "$RUN" -n 3 "$B/tests/test_coll" -N 0,1,7,1023,40000,70001
 for n in 1 2 4 5; do
     t "nonblocking + 2 threads, $n ranks" 300 "$RUN" -n $n "$B/tests/test_nonblocking"
+    t "register: collectives from registered buffers, $n ranks" 120 "$RUN" -n $n "$B/tests/test_register"
 done
 t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     "$RUN" -n 4 "$B/tests/test_nonblocking"
@@ -97,6 +98,7 @@ for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
         $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1
 done
+t "rdma-vm: guest status comes back, no QEMU left on SIGTERM" 300 sh "$S/tests/test_rdma_vm_harness.sh" "$S"
 t "install: pkg-config build"       300 sh "$S/tests/test_install.sh" "$B"
 
 t_end=$(date +%s)

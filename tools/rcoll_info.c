@@ -28,12 +28,12 @@ static void version(void)
     printf("rcoll %s\n", rcoll_version());
     printf("build:\n");
 #ifdef HAVE_VERBS
-    yesno("verbs", 1, "(detected; no verbs transport in this release)");
+    yesno("verbs", 1, "(the ib transport, with rdmacm)");
 #else
     yesno("verbs", 0, NULL);
 #endif
 #ifdef HAVE_RDMACM
-    yesno("rdmacm", 1, "(detected; no verbs transport in this release)");
+    yesno("rdmacm", 1, "(rdma_cm connections: iWARP/eRDMA, RoCE, IB)");
 #else
     yesno("rdmacm", 0, NULL);
 #endif
@@ -67,6 +67,8 @@ static void transports(void)
         printf("  %-6s %-8s %s%s%s\n", t->name,
                !u ? "unusable" : allowed ? "usable" : "excluded", t->doc,
                why[0] ? ": " : "", why);
+        if (u && t->describe)
+            t->describe(stdout);
     }
 }
 

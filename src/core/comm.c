@@ -458,9 +458,22 @@ out:
     return st;
 }
 
+static void mem_reg_free(struct rcoll_comm *c, struct rcoll_mem_reg *m)
+{
+    for (int i = 0; i < c->ntls; i++)
+        if (m->tl[i] && c->tls[i]->mem_dereg)
+            c->tls[i]->mem_dereg(c->tl_ctxs[i], m->tl[i]);
+    free(m);
+}
+
 static void close_transports(struct rcoll_comm *c, int abort,
                              const char *reason)
 {
+    while (c->regs) {
+        struct rcoll_mem_reg *m = c->regs;
+        c->regs = m->next;
+        mem_reg_free(c, m);
+    }
     for (int i = c->ntls - 1; i >= 0; i--)
         c->tls[i]->ctx_destroy(c->tl_ctxs[i], abort, reason);
     c->ntls = 0;
@@ -646,6 +659,67 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_abort: comm is NULL");
     return comm_close(comm, 1);
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
+                                             size_t len, void **handle)
+{
+    rcoll__clear_error();
+    if (!comm || !buf || len == 0 || !handle)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_register: %s is NULL or zero",
+                                !comm ? "comm" : !buf ? "buf"
+                                                      : !len ? "len" : "handle");
+    struct rcoll_mem_reg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rcoll_comm_register: "
+                                "no memory");
+    m->buf = buf;
+    m->len = len;
+    for (int i = 0; i < comm->ntls; i++) {
+        if (!comm->tls[i]->mem_reg)
+            continue;
+        rcoll_status_t st = comm->tls[i]->mem_reg(comm->tl_ctxs[i], buf, len,
+                                                  &m->tl[i]);
+        if (st != RCOLL_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+            mem_reg_free(comm, m);
+            return rcoll__set_error(st, "rcoll_comm_register: rank %d: %s",
+                                    comm->rank, msg);
+        }
+    }
+    pthread_mutex_lock(&comm->lock);
+    m->next = comm->regs;
+    comm->regs = m;
+    pthread_mutex_unlock(&comm->lock);
+    *handle = m;
+    return RCOLL_OK;
+}
+
+RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
+                                               void *handle)
+{
+    rcoll__clear_error();
+    if (!comm || !handle)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_deregister: %s is NULL",
+                                !comm ? "comm" : "handle");
+    pthread_mutex_lock(&comm->lock);
+    struct rcoll_mem_reg **pp = &comm->regs;
+    while (*pp && *pp != handle)
+        pp = &(*pp)->next;
+    struct rcoll_mem_reg *m = *pp;
+    if (m)
+        *pp = m->next;
+    pthread_mutex_unlock(&comm->lock);
+    if (!m)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_deregister: rank %d: not a "
+                                "registration of this communicator (already "
+                                "deregistered?)", comm->rank);
+    mem_reg_free(comm, m);
+    return RCOLL_OK;
 }
 
 RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)

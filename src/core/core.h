@@ -54,6 +54,15 @@ struct rcoll_comm {
     int closed;                   /* destroy/abort ran: no new posts */
     rcoll_status_t error;         /* sticky: the first failure */
     char errmsg[1024];
+    struct rcoll_mem_reg *regs;   /* rcoll_comm_register, not yet undone */
+};
+
+/* A user registration: one transport handle per open transport. */
+struct rcoll_mem_reg {
+    struct rcoll_mem_reg *next;
+    void *buf;
+    size_t len;
+    void *tl[RCOLL_MAX_TLS];
 };
 
 /* Posts a built-but-not-started request; takes ownership of req. */

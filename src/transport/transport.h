@@ -8,6 +8,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include <stdint.h>
+#include <stdio.h>
 
 /* The message header every chunk carries; checked by the receiver to catch
  * ranks that called different operations. */
@@ -102,6 +103,15 @@ typedef struct rcoll_tl_ops {
     /* Graceful (goodbye to peers, bounded wait) or abortive close; an
      * abort carries `reason` (may be NULL) to the peers' error messages. */
     void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
+    /* Optional: register user memory for sends without a staging copy
+     * (rcoll_comm_register); *h is given back to mem_dereg. A transport
+     * that sends from registered memory calls send_done only when the
+     * data has left it. */
+    rcoll_status_t (*mem_reg)(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
+                              void **h);
+    void (*mem_dereg)(rcoll_tl_ctx_t *ctx, void *h);
+    /* Optional, for rcoll-info -t: the devices it would use here. */
+    void (*describe)(FILE *f);
 } rcoll_tl_ops_t;
 
 /* All transports compiled in, NULL-terminated. */

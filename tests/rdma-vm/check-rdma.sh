@@ -84,6 +84,19 @@ check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
     env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
     $B/tools/rcoll-run -n 4 $B/tests/test_coll -N $N
 
+zcopy() { # zcopy HOSTS-ARGS: registered buffers, sent zero-copy, bit-exact
+    "$@" || return 1
+    grep -h "zero-copy" "$L"/rank*.log | head -n 2
+    grep -q "[1-9][0-9]* zero-copy" "$L"/rank0.log || { echo "no zero-copy send"; return 1; }
+}
+check "siw: registered buffers sent zero-copy, 2 hosts x 2 ranks, every pair over ib" \
+    zcopy hosts 4 29706 env RCOLL_TRANSPORTS=ib RCOLL_CHUNK_SIZE=64K $info $B/tests/test_register
+rxezc() {
+    $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_CHUNK_SIZE=64K $info \
+        $B/tools/rcoll-run -n 3 $B/tests/test_register > "$L/rank0.log" 2>&1
+}
+check "rxe: registered buffers sent zero-copy, 3 ranks" zcopy rxezc
+
 netem() { # netem add|del: 2% loss and 2 ms +- 1 ms delay on both hosts' links
     for h in 0 1; do
         if [ $1 = add ]; then ip netns exec h$h tc qdisc add dev v$h root netem loss 2% delay 2ms 1ms

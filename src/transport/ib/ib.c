@@ -22,7 +22,11 @@
  *   epoll set. A failed completion or a disconnect fails the peer by name.
  *
  * Payloads are copied into a registered staging slot (or go inline when
- * small); zero-copy registration of user buffers is not done yet. */
+ * small), except from memory the user registered (rcoll_comm_register):
+ * then the WRITE gathers the header from staging and the payload in place,
+ * and the send is done when its completion arrives. There is no automatic
+ * registration cache: without memory hooks rcoll cannot see a buffer
+ * freed and its address reused. */
 #include "transport/transport.h"
 #include "util/params.h"
 #include <arpa/inet.h>
@@ -32,6 +36,7 @@
 #include <infiniband/verbs.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +92,7 @@ typedef struct {
     int tx_credits;
     uint64_t tx_seq;          /* data messages posted (remote slot = % n) */
     uint64_t tx_done;         /* data messages completed (staging free) */
+    void **tx_cookie;         /* by slot: a zero-copy send's cookie */
     int sq_free;              /* send queue entries */
     /* oob mode */
     uint32_t psn;
@@ -129,7 +135,19 @@ struct rcoll_tl_ctx {
     ib_qp_t **qps;            /* every QP, by gidx */
     int nq;
     int closing;
+    /* rcoll_comm_register: sorted by address; the lock because the user
+     * registers while the engine may send */
+    pthread_mutex_t reg_lock;
+    struct ib_ureg **regs;
+    int nregs, regs_cap;
+    uint64_t n_sent, n_zcopy;
 };
+
+typedef struct ib_ureg {
+    char *buf;
+    size_t len;
+    struct ibv_mr *mr;
+} ib_ureg_t;
 
 /* ---- the connection's private data (cm) ---- */
 
@@ -493,7 +511,13 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
                 continue;
             }
             if (kind == WR_DATA) {
+                void **c = &q->tx_cookie[q->tx_done % (uint64_t)ctx->p.nslots];
                 q->tx_done++;
+                if (*c) {
+                    void *cookie = *c;
+                    *c = NULL;
+                    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+                }
             } else if (kind == WR_RECV) {
                 uint32_t w = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM
                                  ? ntohl(wc[i].imm_data)
@@ -562,6 +586,88 @@ static void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
     }
 }
 
+/* ---- user registrations ---- */
+
+static rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
+                                 void **h)
+{
+    ib_ureg_t *u = calloc(1, sizeof(*u));
+    if (!u)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    u->buf = buf;
+    u->len = len;
+    if (!(u->mr = ib_reg(ctx, buf, len, IBV_ACCESS_LOCAL_WRITE,
+                         "user memory (rcoll_comm_register)"))) {
+        free(u);
+        return RCOLL_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&ctx->reg_lock);
+    if (ctx->nregs == ctx->regs_cap) {
+        int cap = ctx->regs_cap ? 2 * ctx->regs_cap : 8;
+        ib_ureg_t **r = realloc(ctx->regs, (size_t)cap * sizeof(*r));
+        if (!r) {
+            pthread_mutex_unlock(&ctx->reg_lock);
+            ibv_dereg_mr(u->mr);
+            free(u);
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        }
+        ctx->regs = r;
+        ctx->regs_cap = cap;
+    }
+    int i = ctx->nregs++;
+    while (i > 0 && ctx->regs[i - 1]->buf > u->buf) {
+        ctx->regs[i] = ctx->regs[i - 1];
+        i--;
+    }
+    ctx->regs[i] = u;
+    pthread_mutex_unlock(&ctx->reg_lock);
+    *h = u;
+    return RCOLL_OK;
+}
+
+static void ib_mem_dereg(rcoll_tl_ctx_t *ctx, void *h)
+{
+    ib_ureg_t *u = h;
+    pthread_mutex_lock(&ctx->reg_lock);
+    for (int i = 0; i < ctx->nregs; i++)
+        if (ctx->regs[i] == u) {
+            memmove(&ctx->regs[i], &ctx->regs[i + 1],
+                    (size_t)(ctx->nregs - i - 1) * sizeof(*ctx->regs));
+            ctx->nregs--;
+            break;
+        }
+    pthread_mutex_unlock(&ctx->reg_lock);
+    ibv_dereg_mr(u->mr);
+    free(u);
+}
+
+/* The lkey of a registration that holds [p, p + len), or 0 (none). */
+static uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
+                              size_t len)
+{
+    const char *a = p;
+    uint32_t key = 0;
+    pthread_mutex_lock(&ctx->reg_lock);
+    int lo = 0, hi = ctx->nregs - 1;
+    while (lo <= hi) { /* the last registration starting at or below p */
+        int mid = (lo + hi) / 2;
+        if (ctx->regs[mid]->buf <= a)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    /* overlapping registrations: look back a few for one that covers it */
+    for (int i = hi; i >= 0 && i > hi - 8; i--) {
+        ib_ureg_t *u = ctx->regs[i];
+        if (a >= u->buf && (size_t)(a - u->buf) + len <= u->len) {
+            key = u->mr->lkey;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->reg_lock);
+    return key;
+}
+
 /* ---- data path ---- */
 
 static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
@@ -594,9 +700,20 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     uint32_t word = IMM(IMM_DATA, c, slot);
     struct ibv_sge sge[2];
     struct ibv_send_wr wr[2], *bad;
+    uint32_t ukey = 0;
     memset(wr, 0, sizeof(wr));
-    if (len <= ctx->max_inline &&
-        hdr->len <= rcoll_config.ib_inline) {
+    int inl = len <= ctx->max_inline && hdr->len <= rcoll_config.ib_inline;
+    if (!inl && hdr->len && ctx->nregs)
+        ukey = ib_reg_lookup(ctx, payload, hdr->len);
+    if (ukey) {
+        /* registered user memory: the NIC gathers the payload in place */
+        char *s = q->tx + (size_t)slot * ctx->stride;
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+                                  q->tx_mr->lkey};
+        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey};
+        wr[0].num_sge = 2;
+    } else if (inl) {
         /* inline: the data is copied into the work request now */
         sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
         sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
@@ -642,8 +759,15 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     q->tx_credits--;
     q->tx_seq++;
     ep->tx_seq++;
-    /* the payload was copied (staging or inline): the buffer is free */
-    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    ctx->n_sent++;
+    if (ukey) {
+        /* done when the NIC has read it: at the completion */
+        q->tx_cookie[slot] = cookie;
+        ctx->n_zcopy++;
+    } else {
+        /* the payload was copied (staging or inline): the buffer is free */
+        ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    }
     return RCOLL_OK;
 }
 
@@ -690,7 +814,8 @@ static rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
     if (posix_memalign((void **)&q->rx, 4096, ctx->ring_bytes) ||
         posix_memalign((void **)&q->tx, 4096, ctx->ring_bytes) ||
-        !(q->rbuf = calloc((size_t)q->nrecv, sizeof(uint32_t))))
+        !(q->rbuf = calloc((size_t)q->nrecv, sizeof(uint32_t))) ||
+        !(q->tx_cookie = calloc((size_t)ctx->p.nslots, sizeof(void *))))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory for "
                                 "%zu-byte rings", ctx->ring_bytes);
     memset(q->rx, 0, ctx->ring_bytes);
@@ -1147,6 +1272,7 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     ctx->p = *p;
+    pthread_mutex_init(&ctx->reg_lock, NULL);
     ctx->nqps = rcoll_config.ib_qps_per_peer;
     if (!strcmp(mode, "oob"))
         ctx->oob = 1;
@@ -1312,6 +1438,11 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE));
     }
     ctx->closing = 1;
+    if (ctx->n_sent)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d sent %llu messages, %llu "
+                   "zero-copy from registered memory", ctx->p.rank,
+                   (unsigned long long)ctx->n_sent,
+                   (unsigned long long)ctx->n_zcopy);
     for (int g = 0; g < ctx->nq; g++) {
         ib_qp_t *q = ctx->qps[g];
         while (q->up && !q->ended && q->sq_free < ctx->sq_depth &&
@@ -1349,6 +1480,7 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         free(q->rx);
         free(q->tx);
         free(q->rbuf);
+        free(q->tx_cookie);
     }
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
         if (ctx->eps[i]) {
@@ -1365,9 +1497,91 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         rdma_destroy_id(ctx->listen_id);
     if (ctx->ech)
         rdma_destroy_event_channel(ctx->ech);
+    while (ctx->nregs > 0) /* the core deregisters first; just in case */
+        ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
+    free(ctx->regs);
+    pthread_mutex_destroy(&ctx->reg_lock);
     free(ctx->qps);
     free(ctx->eps);
     free(ctx);
+}
+
+/* rcoll-info -t: every device, its ports, the IPv4 addresses rdma_cm maps
+ * to it, and the GID the oob mode would pick. */
+static void ib_describe(FILE *f)
+{
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    struct rdma_event_channel *ech = rdma_create_event_channel();
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        ifa = NULL;
+    for (int i = 0; list && i < n; i++) {
+        const char *name = ibv_get_device_name(list[i]);
+        struct ibv_context *v = ibv_open_device(list[i]);
+        struct ibv_device_attr da;
+        if (!v || ibv_query_device(v, &da) != 0) {
+            fprintf(f, "         %s: cannot open: %s\n", name, strerror(errno));
+            if (v)
+                ibv_close_device(v);
+            continue;
+        }
+        fprintf(f, "         %s%s: %s, %d port(s), immediate data: %s\n", name,
+                ib_device_allowed(name) ? "" : " (excluded by RCOLL_IB_HCA)",
+                v->device->transport_type == IBV_TRANSPORT_IWARP ? "iWARP"
+                                                                  : "IB/RoCE",
+                da.phys_port_cnt, ib_dev_imm(v) ? "yes" : "no (WRITE + SEND)");
+        for (uint8_t port = 1; port <= da.phys_port_cnt; port++) {
+            struct ibv_port_attr pa;
+            if (ibv_query_port(v, port, &pa) != 0)
+                continue;
+            fprintf(f, "           port %u: %s, %s, MTU %d", port,
+                    ibv_port_state_str(pa.state),
+                    link_layer_str(pa.link_layer, v), 128 << pa.active_mtu);
+            struct rcoll_tl_ctx tmp;
+            memset(&tmp, 0, sizeof(tmp));
+            tmp.verbs = v;
+            tmp.port = port;
+            union ibv_gid gid;
+            if (v->device->transport_type != IBV_TRANSPORT_IWARP) {
+                int gi = ib_pick_gid(&tmp, &pa, &gid);
+                char gs[INET6_ADDRSTRLEN] = "-";
+                if (gi >= 0)
+                    inet_ntop(AF_INET6, gid.raw, gs, sizeof(gs));
+                fprintf(f, ", oob GID index %d (%s)", gi, gs);
+            }
+            fprintf(f, "\n");
+        }
+        ibv_close_device(v);
+        /* the addresses rdma_cm binds to this device */
+        fprintf(f, "           IPv4 (rdma_cm):");
+        int any = 0;
+        for (struct ifaddrs *a = ifa; ech && a; a = a->ifa_next) {
+            if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET ||
+                !(a->ifa_flags & IFF_UP))
+                continue;
+            struct rdma_cm_id *id;
+            struct sockaddr_in sin = *(struct sockaddr_in *)a->ifa_addr;
+            sin.sin_port = 0;
+            if (rdma_create_id(ech, &id, NULL, RDMA_PS_TCP) != 0)
+                break;
+            if (rdma_bind_addr(id, (struct sockaddr *)&sin) == 0 && id->verbs &&
+                !strcmp(ibv_get_device_name(id->verbs->device), name)) {
+                char s[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &sin.sin_addr, s, sizeof(s));
+                fprintf(f, " %s (%s)", s, a->ifa_name);
+                any = 1;
+            }
+            rdma_destroy_id(id);
+        }
+        fprintf(f, "%s\n", any ? "" : " none");
+    }
+    if (ifa)
+        freeifaddrs(ifa);
+    if (ech)
+        rdma_destroy_event_channel(ech);
+    if (list)
+        ibv_free_device_list(list);
 }
 
 const rcoll_tl_ops_t rcoll_tl_ib_ops = {
@@ -1383,4 +1597,7 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .progress = ib_progress,
     .idle = ib_idle,
     .ctx_destroy = ib_ctx_destroy,
+    .mem_reg = ib_mem_reg,
+    .mem_dereg = ib_mem_dereg,
+    .describe = ib_describe,
 };
