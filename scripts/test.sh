@@ -17,12 +17,16 @@ count() { # count TARGET passed|failed: that number from its summary line
     n=$(echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $2.*/\1/p")
     echo "${n:-0}"
 }
+t0=$(date +%s)
 run check
+echo "== make check took $(( $(date +%s) - t0 )) s"
 p=$(count check passed); f=$(count check failed)
 [ "$(cat "$tmp/check.rc")" = 0 ] || [ "$f" -gt 0 ] || f=$((f + 1))
 if [ "${RCOLL_SKIP_RDMA:-0}" != 1 ]; then
     echo "== make check-rdma (RDMA verbs in a QEMU guest)"
+    t0=$(date +%s)
     run check-rdma
+    echo "== make check-rdma took $(( $(date +%s) - t0 )) s"
     rp=$(count check-rdma passed); rf=$(count check-rdma failed)
     rrc=$(cat "$tmp/check-rdma.rc")
     [ "$rrc" = 0 ] || [ "$rf" -gt 0 ] || rf=$((rf + 1))

@@ -570,10 +570,20 @@ static void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
     struct rdma_cm_event *ev;
     (void)events;
     while (rdma_get_cm_event(ctx->ech, &ev) == 0) {
-        ib_qp_t *q = ev->id ? ev->id->context : NULL;
+        struct rdma_cm_id *id = ev->id;
+        ib_qp_t *q = id ? id->context : NULL;
         enum rdma_cm_event_type t = ev->event;
+        if (t == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            /* every peer connected at setup: this is not one of ours */
+            rcoll_warn("ib: rank %d rejected a connection request after "
+                       "setup (not from this job)", ctx->p.rank);
+            rdma_reject(id, NULL, 0);
+            rdma_ack_cm_event(ev);
+            rdma_destroy_id(id);
+            continue;
+        }
         rdma_ack_cm_event(ev);
-        if (!q || ev->id == ctx->listen_id)
+        if (!q || id == ctx->listen_id)
             continue;
         if (t == RDMA_CM_EVENT_DISCONNECTED ||
             t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -614,7 +624,8 @@ static rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
         ctx->regs = r;
         ctx->regs_cap = cap;
     }
-    int i = ctx->nregs++;
+    int i = ctx->nregs;
+    __atomic_store_n(&ctx->nregs, i + 1, __ATOMIC_RELAXED);
     while (i > 0 && ctx->regs[i - 1]->buf > u->buf) {
         ctx->regs[i] = ctx->regs[i - 1];
         i--;
@@ -633,7 +644,7 @@ static void ib_mem_dereg(rcoll_tl_ctx_t *ctx, void *h)
         if (ctx->regs[i] == u) {
             memmove(&ctx->regs[i], &ctx->regs[i + 1],
                     (size_t)(ctx->nregs - i - 1) * sizeof(*ctx->regs));
-            ctx->nregs--;
+            __atomic_store_n(&ctx->nregs, ctx->nregs - 1, __ATOMIC_RELAXED);
             break;
         }
     pthread_mutex_unlock(&ctx->reg_lock);
@@ -703,7 +714,7 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     uint32_t ukey = 0;
     memset(wr, 0, sizeof(wr));
     int inl = len <= ctx->max_inline && hdr->len <= rcoll_config.ib_inline;
-    if (!inl && hdr->len && ctx->nregs)
+    if (!inl && hdr->len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, hdr->len);
     if (ukey) {
         /* registered user memory: the NIC gathers the payload in place */
