@@ -8,7 +8,7 @@ mount -t sysfs sys /sys
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-mount -t tmpfs tmpfs /tmp
+# /tmp stays the host's (through the overlay): a build tree may live there
 exec > /dev/ttyS1 2>&1 < /dev/null
 . $X/env
 fail() { echo "rdma-vm guest: $*"; echo 1 > $X/rc; sync; busybox poweroff -f; }
