@@ -1465,6 +1465,10 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
     if (ctx->ech && ctx->p.epfd >= 0)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->ech->fd, NULL);
+    if (ctx->ech) { /* below, queued events are drained without blocking */
+        int fl = fcntl(ctx->ech->fd, F_GETFL);
+        fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
+    }
     for (int g = 0; g < ctx->nq; g++) {
         ib_qp_t *q = ctx->qps[g];
         if (q->id) {
@@ -1474,8 +1478,6 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
                 rdma_destroy_qp(q->id);
             /* events still queued for the id must be acked first */
             struct rdma_cm_event *ev;
-            int fl = fcntl(ctx->ech->fd, F_GETFL);
-            fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
             while (rdma_get_cm_event(ctx->ech, &ev) == 0)
                 rdma_ack_cm_event(ev);
             rdma_destroy_id(q->id);
@@ -1498,6 +1500,9 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
         }
+    /* the core deregisters first; any left would keep the PD busy */
+    while (ctx->nregs > 0)
+        ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
     if (ctx->cq) /* its events were acked as they came */
         ibv_destroy_cq(ctx->cq);
     if (ctx->cch)
@@ -1508,8 +1513,6 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         rdma_destroy_id(ctx->listen_id);
     if (ctx->ech)
         rdma_destroy_event_channel(ctx->ech);
-    while (ctx->nregs > 0) /* the core deregisters first; just in case */
-        ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
     free(ctx->regs);
     pthread_mutex_destroy(&ctx->reg_lock);
     free(ctx->qps);
