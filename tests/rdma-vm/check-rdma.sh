@@ -141,6 +141,10 @@ check "siw: fork-based failure tests over ib (kill, abort)" \
 
 # registration beyond the locked-memory limit: a clear error, no crash
 regfail() {
+    # the unprivileged user must reach the build (a clone in a mktemp -d
+    # directory is 0700): open the path up, in the guest's overlay only
+    d=$B
+    while [ "$d" != / ]; do chmod a+x "$d"; d=$(dirname "$d"); done
     out=$(ip netns exec h0 $T setpriv --reuid=65534 --regid=65534 --clear-groups \
         sh -c "ulimit -l 64; RCOLL_TRANSPORTS=ib RCOLL_TIMEOUT=20 $B/tools/rcoll-run -n 2 $B/tests/test_coll -N 7" 2>&1)
     rc=$?
