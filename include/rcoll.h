@@ -71,6 +71,7 @@ typedef enum {
     RCOLL_ERR_MISMATCH          = -21, /**< ranks called different operations */
     RCOLL_ERR_AUTH              = -22, /**< a connection failed authentication */
     RCOLL_ERR_PROTOCOL          = -23, /**< malformed message from a peer */
+    RCOLL_ERR_CORRUPT           = -24, /**< data failed its checksum (RCOLL_CHECKSUM=1) */
     /* time */
     RCOLL_ERR_TIMEOUT           = -30, /**< no progress within RCOLL_TIMEOUT */
     /* the communicator */

@@ -66,6 +66,42 @@ static void test_siphash(void)
           "siphash empty message");
 }
 
+/* bit-at-a-time CRC32C, the definition (independent of the library's
+ * table and SSE4.2 paths) */
+static uint32_t crc32c_ref(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+static void test_crc32c(void)
+{
+    uint8_t z[32] = {0}, f[32], buf[300];
+    memset(f, 0xff, sizeof(f));
+    CHECK(rcoll_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");
+    /* RFC 3720 B.4: 32 bytes of zeros, of ones */
+    CHECK(rcoll_crc32c(0, z, 32) == 0x8A9136AAu, "crc32c zeros");
+    CHECK(rcoll_crc32c(0, f, 32) == 0x62A8AB43u, "crc32c ones");
+    CHECK(rcoll_crc32c(0, z, 0) == 0, "crc32c empty");
+    unsigned x = 12345;
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n + off <= sizeof(buf); n += 13) {
+            uint32_t a = rcoll_crc32c(0, buf + off, n);
+            CHECK(a == crc32c_ref(buf + off, n), "crc32c off %zu len %zu", off, n);
+            /* incremental: crc(a|b) = crc(crc(a), b) */
+            size_t h = n / 3;
+            CHECK(rcoll_crc32c(rcoll_crc32c(0, buf + off, h), buf + off + h,
+                               n - h) == a, "crc32c split %zu", n);
+        }
+}
+
 static void test_hex_and_id(void)
 {
     uint8_t in[5] = {0x00, 0x7f, 0x80, 0xab, 0xff}, out[5];
@@ -242,6 +278,7 @@ int main(void)
     test_lists();
     test_algo_config();
     test_siphash();
+    test_crc32c();
     test_hex_and_id();
     test_blocks();
     test_schedule_pairing();

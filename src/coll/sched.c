@@ -98,6 +98,29 @@ static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
         rcoll_op_name((rcoll_op_t)op), (int)h->step, h->len, expect_len);
 }
 
+static uint32_t msg_csum(const rcoll_msg_hdr_t *h, const void *payload)
+{
+    rcoll_msg_hdr_t c = *h;
+    c.csum = 0;
+    uint32_t v = rcoll_crc32c(0, &c, sizeof(c));
+    return h->len ? rcoll_crc32c(v, payload, h->len) : v;
+}
+
+static rcoll_status_t corrupt(const coll_sched_t *s, const coll_env_t *e,
+                              int peer, const rcoll_msg_hdr_t *h,
+                              uint32_t got)
+{
+    char mine[256];
+    describe(s, mine, sizeof(mine));
+    return rcoll__set_error(
+        RCOLL_ERR_CORRUPT,
+        "rank %d in %s: the chunk %u (%u bytes) of step %d from rank %d (%s "
+        "pid %d) failed its checksum (CRC32C %08x, sent %08x): the data was "
+        "corrupted between the two processes (RCOLL_CHECKSUM)",
+        e->rank, mine, h->chunk, h->len, s->r_step, peer,
+        e->peers[peer].hostname, e->peers[peer].pid, got, h->csum);
+}
+
 static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
                                  rcoll_status_t st, int peer, const char *dir)
 {
@@ -145,14 +168,17 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 return peer_error(s, e, st, t->recv_peer, "receiving from");
             size_t off = (size_t)s->r_chunk * s->chunk;
             size_t len = RCOLL_MIN(s->chunk, t->recv_bytes - off);
-            if (h->kind != sched_kind_word(s) || h->total != s->count ||
+            if ((h->kind & ~RCOLL_HDR_CSUM) != sched_kind_word(s) ||
+                h->total != s->count ||
                 h->len != len ||
                 (s->kind != COLL_RECV && h->seq != s->seq) ||
                 (s->kind != COLL_RECV && h->step != (uint32_t)s->root))
                 return mismatch(s, e, t->recv_peer, h, len);
             const rcoll_tl_ops_t *tl = e->tls[t->recv_peer];
-            if (!payload && len && t->recv_mode != RECV_COPY &&
-                t->recv_mode != RECV_DISCARD) {
+            int check = (h->kind & RCOLL_HDR_CSUM) != 0;
+            if (!payload && len &&
+                ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
+                 check)) {
                 /* still in the sender's memory: fetch it to reduce it */
                 if (!s->bounce && !(s->bounce = malloc(s->chunk)))
                     return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
@@ -166,9 +192,14 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                                       "receiving from");
                 payload = s->bounce;
             }
+            if (check) {
+                uint32_t got = msg_csum(h, payload);
+                if (got != h->csum)
+                    return corrupt(s, e, t->recv_peer, h, got);
+            }
             switch (t->recv_mode) {
             case RECV_COPY:
-                if (len && tl->recv_copy) {
+                if (len && !payload && tl->recv_copy) {
                     st = tl->recv_copy(e->eps[t->recv_peer], t->recv_dst + off);
                     if (st != RCOLL_OK)
                         return peer_error(s, e, st, t->recv_peer,
@@ -220,6 +251,10 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 .chunk = (uint32_t)s->s_chunk,
                 .len = (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off),
                 .total = s->count};
+            if (rcoll_config.checksum) {
+                h.kind |= RCOLL_HDR_CSUM;
+                h.csum = msg_csum(&h, t->send_buf + off);
+            }
             int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
                          s->kind == COLL_BROADCAST || s->kind == COLL_SEND;
             s->sends_inflight++;

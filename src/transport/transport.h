@@ -18,8 +18,11 @@ typedef struct {
     uint32_t step;
     uint32_t chunk;
     uint32_t len;       /* payload bytes */
+    uint32_t csum;      /* CRC32C of header (csum 0) + payload when kind
+                           has RCOLL_HDR_CSUM (RCOLL_CHECKSUM=1) */
     uint64_t total;     /* the operation's byte count (mismatch check) */
 } rcoll_msg_hdr_t;
+#define RCOLL_HDR_CSUM 0x80000000u /* in kind: csum is valid */
 
 /* Something the engine's epoll loop dispatches to. */
 typedef struct rcoll_ev_handler {

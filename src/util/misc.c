@@ -2,6 +2,8 @@
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -102,6 +104,63 @@ uint64_t rcoll_siphash(const uint8_t key[16], const void *data, size_t len)
 static const char *const dt_names[RCOLL_DATATYPE_COUNT] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
     "bfloat16", "float", "double"};
+
+/* CRC32C, reflected polynomial 0x82F63B78. The table path is the
+ * reference; the SSE4.2 path computes the same function 8 bytes a time. */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static int crc_hw;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    crc_hw = __builtin_cpu_supports("sse4.2") &&
+             getenv("RCOLL_CRC_SOFT") == NULL;
+#endif
+}
+
+static uint32_t crc_soft(uint32_t c, const uint8_t *p, size_t len)
+{
+    while (len--)
+        c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+    return c;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw_run(uint32_t c, const uint8_t *p, size_t len)
+{
+    uint64_t c64 = c;
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, v);
+        p += 8;
+        len -= 8;
+    }
+    c = (uint32_t)c64;
+    while (len--)
+        c = __builtin_ia32_crc32qi(c, *p++);
+    return c;
+}
+#endif
+
+uint32_t rcoll_crc32c(uint32_t crc, const void *data, size_t len)
+{
+    pthread_once(&crc_once, crc_init);
+    uint32_t c = ~crc;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (crc_hw)
+        return ~crc_hw_run(c, data, len);
+#endif
+    return ~crc_soft(c, data, len);
+}
 
 const char *rcoll_datatype_name(rcoll_datatype_t dt)
 {

@@ -183,6 +183,11 @@ static const param_t params[] = {
     P("TIMEOUT", "300", "seconds", timeout, seconds,
       "an operation or bootstrap step that makes no progress for this long "
       "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for"),
+    P("CHECKSUM", "0", "int", checksum, int,
+      "1: every chunk carries a CRC32C of its header and payload, checked "
+      "before the data is used; a mismatch fails the operation with "
+      "RCOLL_ERR_CORRUPT naming the sender (off by default: it costs a pass "
+      "over the data on both sides)"),
     P("SPIN_US", "200", "int", spin_us, int,
       "microseconds a waiting rank polls (yielding the CPU between looks) "
       "before it blocks; 0 blocks at once"),

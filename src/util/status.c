@@ -20,6 +20,7 @@ RCOLL_API const char *rcoll_status_string(rcoll_status_t status)
     case RCOLL_ERR_MISMATCH:         return "operation mismatch between ranks";
     case RCOLL_ERR_AUTH:             return "authentication failed";
     case RCOLL_ERR_PROTOCOL:         return "protocol error";
+    case RCOLL_ERR_CORRUPT:          return "data corrupted in transit (checksum)";
     case RCOLL_ERR_TIMEOUT:          return "timeout";
     case RCOLL_ERR_ABORTED:          return "communicator aborted";
     case RCOLL_ERR_INTERNAL:         return "internal error";

@@ -62,6 +62,9 @@ rcoll_status_t rcoll_random_bytes(void *buf, size_t len);
 /* ---- SipHash-2-4: keyed 64-bit MAC, key = the job's 128-bit secret ---- */
 uint64_t rcoll_siphash(const uint8_t key[16], const void *data, size_t len);
 
+/* ---- CRC32C (Castagnoli): SSE4.2 instruction when the CPU has it ---- */
+uint32_t rcoll_crc32c(uint32_t crc, const void *data, size_t len);
+
 /* ---- misc ---- */
 const char *rcoll_datatype_name(rcoll_datatype_t dt); /* nccl-tests names */
 const char *rcoll_op_name(rcoll_op_t op);
