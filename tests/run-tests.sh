@@ -93,6 +93,14 @@ t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_sh
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
+# fault injection (tests/faults/run.sh): SIGKILL at random moments, SIGSTOP,
+# link cuts, bit flips with RCOLL_CHECKSUM; netem runs in the RDMA guest
+for tl in tcp shm; do
+    t "faults: SIGKILL x50 at random moments, $tl" 600 bash "$S/tests/faults/run.sh" "$B" kill $tl 50
+    t "faults: SIGSTOP names the silent rank, $tl" 120 bash "$S/tests/faults/run.sh" "$B" stop $tl
+done
+t "faults: link cut, short survived, long named" 300 bash "$S/tests/faults/run.sh" "$B" cut tcp
+t "faults: bit flips after TCP, RCOLL_CHECKSUM" 300 bash "$S/tests/faults/run.sh" "$B" corrupt tcp
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \

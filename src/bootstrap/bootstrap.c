@@ -3,6 +3,7 @@
 #include "util/params.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,23 +94,115 @@ typedef struct {
     double timeout;
 } root_args_t;
 
+/* The root's answer to each joined rank: a status word, then the table
+ * (status 0) or a failure notice naming the rank(s) at fault. */
+#define BOOT_NOTICE_LEN 256
+typedef struct {
+    uint32_t magic;
+    int32_t status;     /* 0 or an rcoll_status_t */
+} boot_answer_t;
+
+static void root_fail(int nranks, const int *fds, rcoll_status_t st,
+                      const char *msg, double deadline)
+{
+    boot_answer_t a = {BOOT_MAGIC, (int32_t)st};
+    char notice[BOOT_NOTICE_LEN] = {0};
+    snprintf(notice, sizeof(notice), "%s", msg);
+    rcoll_warn("bootstrap root: %s", msg);
+    for (int i = 0; i < nranks; i++)
+        if (fds[i] >= 0 &&
+            rcoll_sock_send_all(fds[i], &a, sizeof(a), deadline) == RCOLL_OK)
+            rcoll_sock_send_all(fds[i], notice, sizeof(notice), deadline);
+}
+
+/* "rank 3 (host pid 42)" from a joined rank's info, when it is a peer
+ * record */
+static void root_who(char *buf, size_t len, int r, const char *info,
+                     uint32_t info_size)
+{
+    if (info_size == sizeof(rcoll_boot_peer_t)) {
+        rcoll_boot_peer_t p;
+        memcpy(&p, info, sizeof(p));
+        p.hostname[sizeof(p.hostname) - 1] = '\0';
+        snprintf(buf, len, "rank %d (%s pid %d)", r, p.hostname, (int)p.pid);
+    } else {
+        snprintf(buf, len, "rank %d", r);
+    }
+}
+
 static void *root_thread(void *arg)
 {
     root_args_t *a = arg;
     int nranks = -1, joined = 0, *fds = NULL;
     uint32_t info_size = 0;
-    char *infos = NULL;
+    char *infos = NULL, msg[BOOT_NOTICE_LEN];
     double deadline = rcoll_time_sec() + a->timeout;
+    struct pollfd *pfd = calloc(1, sizeof(*pfd));
 
+    if (!pfd)
+        goto out;
     while (nranks < 0 || joined < nranks) {
-        int fd;
+        int fd, np = 0;
         boot_hello_t h;
-        if (rcoll_sock_accept(a->listen_fd, deadline, &fd) != RCOLL_OK) {
-            rcoll_warn("bootstrap root: %d of %d ranks joined before "
-                       "RCOLL_TIMEOUT; giving up",
-                       joined, nranks);
+        double left = deadline - rcoll_time_sec();
+        if (left <= 0) {
+            if (nranks < 0) {
+                rcoll_warn("bootstrap root: no rank joined before "
+                           "RCOLL_TIMEOUT; giving up");
+                goto out;
+            }
+            int off = snprintf(msg, sizeof(msg), "bootstrap: %d of %d ranks "
+                               "joined within RCOLL_TIMEOUT (%g s); missing:",
+                               joined, nranks, a->timeout);
+            for (int i = 0, k = 0; i < nranks && off < (int)sizeof(msg); i++)
+                if (fds[i] < 0) {
+                    if (k++ == 8) {
+                        snprintf(msg + off, sizeof(msg) - (size_t)off, " ...");
+                        break;
+                    }
+                    off += snprintf(msg + off, sizeof(msg) - (size_t)off,
+                                    " rank %d", i);
+                }
+            if (off < (int)sizeof(msg))
+                snprintf(msg + off, sizeof(msg) - (size_t)off, " (not "
+                         "started, died, or a different RCOLL_ROOT/size)");
+            root_fail(nranks, fds, RCOLL_ERR_TIMEOUT, msg,
+                      rcoll_time_sec() + 2.0);
             goto out;
         }
+        /* the listener, and every joined rank: a joined rank sends nothing
+         * more, so readable means it closed (died) */
+        pfd[np++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
+        for (int i = 0; i < (nranks > 0 ? nranks : 0); i++)
+            if (fds[i] >= 0)
+                pfd[np++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        int n = poll(pfd, (nfds_t)np, (int)RCOLL_MIN(left * 1000 + 1, 1000));
+        if (n < 0 && errno != EINTR)
+            goto out;
+        if (n <= 0)
+            continue;
+        for (int k = 1; k < np; k++) {
+            if (!pfd[k].revents)
+                continue;
+            int r = 0;
+            while (fds[r] != pfd[k].fd)
+                r++;
+            char who[128];
+            root_who(who, sizeof(who), r, infos + (size_t)r * info_size,
+                     info_size);
+            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
+                     "to the root before all %d ranks joined (it died or "
+                     "was killed)", who, nranks);
+            close(fds[r]);
+            fds[r] = -1;
+            root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
+                      rcoll_time_sec() + 2.0);
+            goto out;
+        }
+        if (!(pfd[0].revents & POLLIN))
+            continue;
+        if (rcoll_sock_accept(a->listen_fd, deadline, &fd) != RCOLL_OK)
+            continue;
         if (rcoll_sock_auth_accept(fd, a->secret, &h, sizeof(h), deadline) !=
                 RCOLL_OK ||
             h.purpose != HELLO_ROOT) {
@@ -119,7 +212,8 @@ static void *root_thread(void *arg)
             continue;
         }
         if (nranks < 0) {
-            if (h.nranks < 1 || h.info_size == 0 || h.info_size > 4096) {
+            if (h.nranks < 1 || h.nranks > (1 << 20) || h.info_size == 0 ||
+                h.info_size > 4096) {
                 close(fd);
                 continue;
             }
@@ -127,8 +221,15 @@ static void *root_thread(void *arg)
             info_size = h.info_size;
             fds = calloc((size_t)nranks, sizeof(int));
             infos = calloc((size_t)nranks, info_size);
-            if (!fds || !infos)
+            struct pollfd *np2 = realloc(pfd, (size_t)(nranks + 1) *
+                                                  sizeof(*pfd));
+            if (!fds || !infos || !np2) {
+                free(np2);
+                pfd = NULL;
+                close(fd);
                 goto out;
+            }
+            pfd = np2;
             for (int i = 0; i < nranks; i++)
                 fds[i] = -1;
         }
@@ -148,9 +249,11 @@ static void *root_thread(void *arg)
         fds[h.rank] = fd;
         joined++;
     }
+    boot_answer_t ok = {BOOT_MAGIC, 0};
     for (int i = 0; i < nranks; i++)
-        rcoll_sock_send_all(fds[i], infos, (size_t)nranks * info_size,
-                            deadline);
+        if (rcoll_sock_send_all(fds[i], &ok, sizeof(ok), deadline) == RCOLL_OK)
+            rcoll_sock_send_all(fds[i], infos, (size_t)nranks * info_size,
+                                deadline);
 out:
     if (fds)
         for (int i = 0; i < nranks; i++)
@@ -158,6 +261,7 @@ out:
                 close(fds[i]);
     free(fds);
     free(infos);
+    free(pfd);
     close(a->listen_fd);
     free(a);
     return NULL;
@@ -280,8 +384,8 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
     for (;;) {
         st = rcoll_sock_connect(root, deadline, &fd);
         if (st != RCOLL_OK) {
-            st = rcoll__set_error(st, "bootstrap: rank %d cannot reach the "
-                                  "root at %s: %s", rank,
+            st = rcoll__set_error(st, "bootstrap: rank %d cannot reach "
+                                  "rank 0 (the root) at %s: %s", rank,
                                   rcoll_sock_addr_str(root, a, sizeof(a)),
                                   rcoll_last_error());
             goto err;
@@ -296,9 +400,38 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
     }
     if (st == RCOLL_OK)
         st = rcoll_sock_send_all(fd, &me, sizeof(me), deadline);
-    if (st == RCOLL_OK)
-        st = rcoll_sock_recv_all(fd, bs->peers, (size_t)nranks * sizeof(me),
-                                 deadline);
+    if (st == RCOLL_OK) {
+        boot_answer_t ans;
+        /* the root answers when every rank joined, or when it gives up */
+        st = rcoll_sock_recv_all(fd, &ans, sizeof(ans), deadline + 5.0);
+        if (st == RCOLL_ERR_REMOTE) {
+            close(fd);
+            st = rcoll__set_error(RCOLL_ERR_REMOTE, "bootstrap: rank %d: "
+                                  "rank 0 (the root at %s) closed the "
+                                  "rendezvous before answering: rank 0 died "
+                                  "or was killed", rank,
+                                  rcoll_sock_addr_str(root, a, sizeof(a)));
+            goto err;
+        }
+        if (st == RCOLL_OK && (ans.magic != BOOT_MAGIC || ans.status > 0))
+            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad answer");
+        if (st == RCOLL_OK && ans.status != 0) {
+            char notice[BOOT_NOTICE_LEN];
+            st = rcoll_sock_recv_all(fd, notice, sizeof(notice),
+                                     rcoll_time_sec() + 5.0);
+            notice[sizeof(notice) - 1] = '\0';
+            close(fd);
+            st = rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
+                                                 : st,
+                                  "%s (rank %d, told by the root)",
+                                  st == RCOLL_OK ? notice : "bootstrap failed",
+                                  rank);
+            goto err;
+        }
+        if (st == RCOLL_OK)
+            st = rcoll_sock_recv_all(fd, bs->peers,
+                                     (size_t)nranks * sizeof(me), deadline);
+    }
     close(fd);
     if (st != RCOLL_OK) {
         st = rcoll__set_error(st, "bootstrap: rank %d: rendezvous at %s "
@@ -337,25 +470,72 @@ err:
     return st;
 }
 
+/* Ring all-gather. Each block travels behind a word: BOOT_DATA, or
+ * BOOT_NOTICE followed by a failure notice that the rank which saw the
+ * failure first sends forward, so that every rank names the root cause
+ * (the rank that died), not merely its neighbour. */
+#define BOOT_DATA   0x62646174U /* "bdat" */
+#define BOOT_NOTICE 0x62666c74U /* "bflt" */
+
+static void ring_notice(rcoll_bootstrap_t *bs, const char *msg)
+{
+    uint32_t w = BOOT_NOTICE;
+    char notice[BOOT_NOTICE_LEN] = {0};
+    double dl = rcoll_time_sec() + 1.0;
+    snprintf(notice, sizeof(notice), "%s", msg);
+    if (bs->next_fd >= 0 &&
+        rcoll_sock_send_all(bs->next_fd, &w, sizeof(w), dl) == RCOLL_OK)
+        rcoll_sock_send_all(bs->next_fd, notice, sizeof(notice), dl);
+}
+
 rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
                                          size_t size)
 {
     char *b = buf;
     int n = bs->nranks, r = bs->rank;
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
     double deadline = rcoll_time_sec() + bs->timeout;
     for (int s = 0; s < n - 1; s++) {
         int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
+        uint32_t w = BOOT_DATA;
         rcoll_status_t st =
-            rcoll_sock_send_all(bs->next_fd, b + (size_t)sb * size, size,
-                                deadline);
+            rcoll_sock_send_all(bs->next_fd, &w, sizeof(w), deadline);
         if (st == RCOLL_OK)
-            st = rcoll_sock_recv_all(bs->prev_fd, b + (size_t)rb * size, size,
+            st = rcoll_sock_send_all(bs->next_fd, b + (size_t)sb * size, size,
                                      deadline);
         if (st != RCOLL_OK)
             return rcoll__set_error(st, "bootstrap all-gather: rank %d, step "
-                                    "%d (next %d, prev %d): %s", r, s,
-                                    (r + 1) % n, (r + n - 1) % n,
+                                    "%d: sending to rank %d (%s pid %d): %s",
+                                    r, s, next, bs->peers[next].hostname,
+                                    (int)bs->peers[next].pid,
                                     rcoll_last_error());
+        st = rcoll_sock_recv_all(bs->prev_fd, &w, sizeof(w), deadline);
+        if (st == RCOLL_OK && w == BOOT_NOTICE) {
+            char notice[BOOT_NOTICE_LEN];
+            st = rcoll_sock_recv_all(bs->prev_fd, notice, sizeof(notice),
+                                     deadline);
+            if (st == RCOLL_OK) {
+                notice[sizeof(notice) - 1] = '\0';
+                ring_notice(bs, notice); /* pass it on */
+                return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told "
+                                        "by rank %d)", notice, r, prev);
+            }
+        } else if (st == RCOLL_OK && w != BOOT_DATA) {
+            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad block word %08x",
+                                  w);
+        }
+        if (st == RCOLL_OK)
+            st = rcoll_sock_recv_all(bs->prev_fd, b + (size_t)rb * size, size,
+                                     deadline);
+        if (st != RCOLL_OK) {
+            char msg[BOOT_NOTICE_LEN];
+            snprintf(msg, sizeof(msg), "bootstrap all-gather: rank %d (%s pid "
+                     "%d) failed or went silent (seen by rank %d: %s)", prev,
+                     bs->peers[prev].hostname, (int)bs->peers[prev].pid, r,
+                     rcoll_last_error());
+            ring_notice(bs, msg);
+            return rcoll__set_error(st, "%s", msg);
+        }
     }
     return RCOLL_OK;
 }

@@ -55,6 +55,8 @@ struct rcoll_comm {
     rcoll_status_t error;         /* sticky: the first failure */
     char errmsg[1024];
     struct rcoll_mem_reg *regs;   /* rcoll_comm_register, not yet undone */
+    struct rcoll_comm *next_live; /* the process's live communicators */
+    double created;
 };
 
 /* A user registration: one transport handle per open transport. */

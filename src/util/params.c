@@ -183,6 +183,11 @@ static const param_t params[] = {
     P("TIMEOUT", "300", "seconds", timeout, seconds,
       "an operation or bootstrap step that makes no progress for this long "
       "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for"),
+    P("DUMP_SIGNAL", "USR1", "string", dump_signal, string,
+      "kill -USR1 (or USR2) makes the process print every communicator and "
+      "each operation in flight with the step and peer it waits for (as "
+      "rcoll_comm_dump(NULL)) to stderr; none turns it off. Installed only "
+      "if the application has no handler of its own"),
     P("CHECKSUM", "0", "int", checksum, int,
       "1: every chunk carries a CRC32C of its header and payload, checked "
       "before the data is used; a mismatch fails the operation with "

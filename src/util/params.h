@@ -20,6 +20,7 @@ typedef struct {
     double timeout;             /* seconds without progress -> error */
     int spin_us;                /* yielding poll before blocking */
     int simd;                   /* vector 16-bit float kernels */
+    const char *dump_signal;    /* USR1 | USR2 | none */
     int checksum;               /* CRC32C of each chunk, checked on receipt */
     /* launch / bootstrap */
     const char *rank;           /* raw strings: parsed by init_env */

@@ -8,6 +8,7 @@
 B=${1:?usage: check-rdma.sh BUILDDIR [FILTER]}
 FILTER=${2:-${RCOLL_TEST_FILTER:-.}}
 L=/tmp/rdma-logs
+S=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p $L
 pass=0; fail=0
 SECRET=00112233445566778899aabbccddeeff
@@ -135,6 +136,14 @@ killtest() {
     return $bad
 }
 check "siw: a rank killed on host h1: the 3 others fail naming it" killtest
+# tests/faults/run.sh on the guest's two hosts: netem exists in this
+# kernel (not on the CI host's), so the 2,000-collective netem run is here
+FH="h0:10.77.0.1:v0 h1:10.77.0.2:v1"
+check "faults: 2,050 collectives under netem loss/delay/reorder/dup, tcp" \
+    env FAULT_HOSTS="$FH" NETEM_MAXB=65536 NETEM_ITERS=550 NETEM_SLOW_ITERS=400 \
+    timeout -k 5 600 bash $S/tests/faults/run.sh $B netem tcp
+check "faults: SIGKILL x10 at random moments, ib (siw)" \
+    env FAULT_HOSTS="$FH" timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
 check "siw: fork-based failure tests over ib (kill, abort)" \
     $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort"

@@ -1,0 +1,286 @@
+#!/bin/bash
+# Fault injection across network-namespace "hosts" (and over shared memory
+# on one host). Every scenario runs tests/faults/fault_rank, which checks
+# each collective bit-exact and reports ERROR/WRONG/DONE; a WRONG result
+# or a process still running past its deadline (a hang) always fails.
+#
+#   run.sh BUILDDIR kill TRANSPORT [TRIALS]   SIGKILL a random rank at a
+#       random moment (bootstrap, connection setup, any collective,
+#       destroy): each survivor finishes or fails naming the dead rank
+#       within 10 s; no /dev/shm leftovers.    TRANSPORT: tcp | shm | ib
+#   run.sh BUILDDIR stop TRANSPORT            SIGSTOP a rank: the others
+#       fail after RCOLL_TIMEOUT naming it, the collective and the step
+#   run.sh BUILDDIR netem [TRANSPORT]         2,000 collectives over a veth
+#       with loss, delay+jitter, reordering and duplication, all bit-exact
+#   run.sh BUILDDIR cut [TRANSPORT]           a 2 s link cut is survived,
+#       bit-exact; one longer than RCOLL_TIMEOUT is an error naming a peer
+#   run.sh BUILDDIR corrupt [TRANSPORT]       bits flipped in received TCP
+#       data (LD_PRELOAD shim), and netem corrupt where the kernel has it:
+#       with RCOLL_CHECKSUM=1 every collective is bit-exact or an error
+#       (RCOLL_ERR_CORRUPT naming the sender); never a wrong result
+# Needs root and iproute2 (tc for netem); exits 77 (skip) otherwise.
+B=$1; what=$2; shift 2
+FR="$B/tests/faults/fault_rank"
+LOG="$B/tests/logs/faults"
+mkdir -p "$LOG"
+[ "$(id -u)" = 0 ] && command -v ip > /dev/null || { echo "needs root and ip"; exit 77; }
+# FAULT_HOSTS="NS_A:ADDR_A:DEV_A NS_B:ADDR_B:DEV_B" uses two existing
+# hosts (the RDMA guest's h0/h1, whose devices are on those links);
+# otherwise two namespaces joined by a veth pair are made here.
+if [ -n "$FAULT_HOSTS" ]; then
+    read -r ha hb <<< "$FAULT_HOSTS"
+    IFS=: read -r A ADDR VA <<< "$ha"; IFS=: read -r Z _ VB <<< "$hb"
+    OWN=0
+else
+    A=rfA$$; Z=rfB$$; VA=fa$$; VB=fb$$; ADDR=198.18.9.1; OWN=1
+fi
+cleanup() {
+    for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
+    for p in $PIDS; do kill -CONT "$p" 2> /dev/null; kill -9 "$p" 2> /dev/null; done
+    ip netns exec $A tc qdisc del dev $VA root 2> /dev/null
+    ip netns exec $Z tc qdisc del dev $VB root 2> /dev/null
+    ip -n $A link set $VA up 2> /dev/null
+    if [ $OWN = 1 ]; then ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null; fi
+}
+trap cleanup EXIT INT TERM
+if [ $OWN = 1 ]; then
+    ip netns add $A && ip netns add $Z || { echo "cannot create namespaces"; exit 77; }
+    ip link add $VA type veth peer name $VB || { echo "cannot create veth"; exit 77; }
+    ip link set $VA netns $A && ip link set $VB netns $Z &&
+    ip -n $A addr add 198.18.9.1/24 dev $VA && ip -n $Z addr add 198.18.9.2/24 dev $VB &&
+    ip -n $A link set $VA up && ip -n $Z link set $VB up &&
+    ip -n $A link set lo up && ip -n $Z link set lo up || { echo "veth setup failed"; exit 1; }
+fi
+# netem (sch_netem) is not in every kernel: those scenarios skip without it
+have_netem() {
+    ip netns exec $A tc qdisc add dev $VA root netem delay 1ms 2> /dev/null || return 1
+    ip netns exec $A tc qdisc del dev $VA root
+}
+PORT=$((20000 + ($$ % 20000)))
+now() { date +%s.%N; }
+plus() { awk "BEGIN { printf \"%.3f\", $1 + $2 }"; } # epoch arithmetic
+
+# start NRANKS TRANSPORT ITERS SEED MAXBYTES [ENV...]: ranks in $PIDS, logs
+# $LOG/r<rank>.out. tcp: ranks alternate between hosts A and B (0,2 on A;
+# 1,3 on B: every ring step crosses the veth); shm: all on host A.
+start() {
+    local n=$1 tl=$2 iters=$3 seed=$4 maxb=$5; shift 5
+    PORT=$((PORT + 1)); PIDS=""
+    for r in $(seq 0 $((n - 1))); do
+        ns=$A; [ "$tl" != shm ] && [ $((r % 2)) = 1 ] && ns=$Z
+        ip netns exec $ns env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n \
+            RCOLL_RANK=$r RCOLL_TRANSPORTS=$tl "$@" \
+            "$FR" "$iters" "$seed" "$maxb" > "$LOG/r$r.out" 2>&1 &
+        PIDS="$PIDS $!"
+    done
+}
+
+# wait_all DEADLINE_EPOCH: waits for $PIDS; a process alive at the deadline
+# is a hang: killed and reported. Sets RCS (exit codes) and HUNG.
+wait_all() {
+    local dl=$1 p
+    HUNG=""
+    while :; do
+        alive=""
+        for p in $PIDS; do kill -0 "$p" 2> /dev/null && alive="$alive $p"; done
+        [ -z "$alive" ] && break
+        if awk "BEGIN { exit !($(now) > $dl) }"; then
+            HUNG="$alive"
+            for p in $alive; do kill -CONT "$p"; kill -9 "$p"; done
+            break
+        fi
+        sleep 0.1
+    done
+    RCS=""
+    for p in $PIDS; do wait "$p" 2> /dev/null; RCS="$RCS $?"; done
+}
+
+shm_left() { ls /dev/shm 2> /dev/null | grep -c '^rcoll' ; }
+
+case $what in
+kill)
+    tl=$1; trials=${2:-50}; n=4; bad=0; named=0; finished=0; lags=""
+    before=$(shm_left)
+    for i in $(seq 1 "$trials"); do
+        victim=$((RANDOM % n)); iters=$((10 + RANDOM % 300))
+        # a fifth of the trials kill during bootstrap or connection setup
+        if [ $((RANDOM % 5)) = 0 ]; then delay=$((RANDOM % 150)); else delay=$((RANDOM % 1500)); fi
+        start $n "$tl" $iters $i 262144 RCOLL_TIMEOUT=5
+        sleep "$(awk "BEGIN { print $delay / 1000 }")"
+        vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
+        tk=$(now)
+        kill -9 "$vp" 2> /dev/null
+        wait_all "$(plus $tk 15)"
+        phase=$(grep -q READY "$LOG/r$victim.out" && echo "after init" || echo "during init")
+        r=0
+        for rc in $RCS; do
+            if [ $r != $victim ]; then
+                last=$(tail -n 1 "$LOG/r$r.out")
+                case $last in
+                DONE*) finished=$((finished + 1)) ;;
+                ERROR*)
+                    te=$(echo "$last" | awk '{print $3}')
+                    lag=$(awk "BEGIN { printf \"%.2f\", $te - $tk }")
+                    lags="$lags $lag"
+                    if echo "$last" | grep -Eq "rank $victim[^0-9]" &&
+                        awk "BEGIN { exit !($lag <= 10) }"; then
+                        named=$((named + 1))
+                    else
+                        bad=$((bad + 1))
+                        echo "trial $i ($phase, ${delay} ms, victim $victim): rank $r did not name the dead rank within 10 s (+${lag} s): $last"
+                    fi ;;
+                *)
+                    bad=$((bad + 1))
+                    echo "trial $i ($phase, ${delay} ms, victim $victim): rank $r exit $rc: $last" ;;
+                esac
+            fi
+            r=$((r + 1))
+        done
+        if [ -n "$HUNG" ]; then
+            bad=$((bad + 1)); echo "trial $i: HANG (still running 15 s after the kill): $HUNG"
+        fi
+    done
+    after=$(shm_left)
+    lagmax=$(echo $lags | tr ' ' '\n' | sort -g | tail -n 1)
+    lagmed=$(echo $lags | tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "-"}')
+    echo "kill/$tl: $trials trials; survivors: $named failed naming the dead rank, $finished finished first, $bad bad; detection median ${lagmed:-"-"} s, max ${lagmax:-"-"} s; /dev/shm rcoll entries before $before after $after"
+    [ "$after" -gt "$before" ] && { echo "leftovers in /dev/shm:"; ls /dev/shm; bad=$((bad + 1)); }
+    [ $bad = 0 ] ;;
+stop)
+    tl=$1; n=4; victim=2
+    start $n "$tl" 100000 9 65536 RCOLL_TIMEOUT=3
+    sleep 1.5
+    vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
+    tk=$(now); kill -STOP "$vp"
+    PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ')
+    # while they wait: kill -USR1 dumps each operation in flight and what
+    # it waits for (RCOLL_DUMP_SIGNAL)
+    sleep 1
+    for p in $PIDS; do kill -USR1 "$p"; done
+    sleep 0.5
+    wait_all "$(plus $tk 15)"
+    kill -9 "$vp"; wait "$vp" 2> /dev/null
+    bad=0; direct=0
+    for r in 0 1 3; do
+        last=$(tail -n 1 "$LOG/r$r.out")
+        te=$(echo "$last" | awk '{print $3}')
+        echo "rank $r (+$(awk "BEGIN { printf \"%.2f\", ${te:-0} - $tk }") s): $last"
+        case $last in
+        ERROR*RCOLL_TIMEOUT*) echo "$last" | grep -Eq "waiting for .* rank $victim .*step" && direct=$((direct + 1)) ;;
+        *) bad=1 ;;
+        esac
+    done
+    [ -n "$HUNG" ] && { echo "HANG: $HUNG"; bad=1; }
+    [ $direct -ge 1 ] || { echo "no survivor named the stopped rank $victim with its step"; bad=1; }
+    dumps=$(grep -l "rcoll:   \[0\] .* waiting for .* rank [0-9]" "$LOG"/r[013].out | wc -l)
+    echo "kill -USR1: $dumps of 3 survivors dumped an operation waiting on a peer:"
+    grep -h "^rcoll:" "$LOG/r0.out" | head -n 6
+    [ "$dumps" = 3 ] || bad=1
+    [ $bad = 0 ] ;;
+netem)
+    tl=${1:-tcp}
+    have_netem || { echo "no netem qdisc in this kernel (sch_netem); runs in the RDMA guest"; exit 77; }
+    n=4; bad=0; total=0
+    # each class on both ends of the veth
+    for cls in "loss 5%" "delay 20ms 5ms distribution normal" \
+               "delay 2ms reorder 25% 50%" "duplicate 5%"; do
+        case $cls in
+        "delay 20ms"*) iters=${NETEM_SLOW_ITERS:-400} ;;
+        *) iters=${NETEM_ITERS:-550} ;;
+        esac
+        ip netns exec $A tc qdisc add dev $VA root netem $cls &&
+        ip netns exec $Z tc qdisc add dev $VB root netem $cls || { echo "tc netem $cls failed"; exit 77; }
+        t0=$(now)
+        start $n $tl $iters $((total + 1)) ${NETEM_MAXB:-262144} RCOLL_TIMEOUT=30
+        wait_all "$(plus $t0 280)"
+        ip netns exec $A tc qdisc del dev $VA root 2> /dev/null
+        ip netns exec $Z tc qdisc del dev $VB root 2> /dev/null
+        ok=0
+        for r in $(seq 0 $((n - 1))); do grep -q "^DONE $iters" "$LOG/r$r.out" && ok=$((ok + 1)); done
+        echo "netem $cls: $iters collectives x $n ranks, $ok ranks all bit-exact, $(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }") s"
+        if [ $ok != $n ]; then bad=1; tail -n 2 "$LOG"/r*.out; fi
+        [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+        total=$((total + iters))
+    done
+    echo "netem/$tl: $total collectives under faults"
+    [ $bad = 0 ] ;;
+cut)
+    tl=${1:-tcp}; n=4; bad=0
+    # a 2 s cut in the middle of 1000 collectives, shorter than the timeout
+    t0=$(now)
+    start $n $tl 1000 5 262144 RCOLL_TIMEOUT=30
+    sleep 1; ip -n $A link set $VA down; sleep 2; ip -n $A link set $VA up
+    wait_all "$(plus $t0 200)"
+    ok=0
+    for r in $(seq 0 $((n - 1))); do grep -q "^DONE 1000" "$LOG/r$r.out" && ok=$((ok + 1)); done
+    echo "short cut (2 s): 1000 collectives x $n ranks, $ok ranks all bit-exact, $(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }") s"
+    [ $ok = $n ] || { bad=1; tail -n 2 "$LOG"/r*.out; }
+    [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    # a cut longer than the timeout: an error naming a peer across the cut
+    start $n $tl 100000 77 65536 RCOLL_TIMEOUT=3
+    sleep 1.5; tk=$(now); ip -n $A link set $VA down
+    wait_all "$(plus $tk 20)"
+    ip -n $A link set $VA up
+    for r in $(seq 0 $((n - 1))); do
+        last=$(tail -n 1 "$LOG/r$r.out")
+        echo "long cut, rank $r: $last"
+        echo "$last" | grep -Eq "^ERROR .*rank [0-9]" || bad=1
+    done
+    [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    [ $bad = 0 ] ;;
+corrupt)
+    # (a) bits flipped after TCP (LD_PRELOAD shim on recv, one flip per
+    # FAULT_CORRUPT_EVERY payload receives): with RCOLL_CHECKSUM=1 never a
+    # wrong result, and the checksum must fire; without it, how many wrong
+    # results slip through is reported (the danger the option removes)
+    tl=${1:-tcp}; n=4; bad=0; errs=0; exact=0; fired=0
+    SO="$B/tests/faults/.libs/libcorrupt.so"
+    [ -f "$SO" ] || { echo "no $SO"; exit 1; }
+    for i in $(seq 1 ${CORRUPT_RUNS:-4}); do
+        start $n tcp ${CORRUPT_ITERS:-300} $((100 + i)) 262144 RCOLL_CHECKSUM=1 \
+            RCOLL_TIMEOUT=20 LD_PRELOAD="$SO" FAULT_CORRUPT_EVERY=${FAULT_CORRUPT_EVERY:-300}
+        wait_all "$(plus "$(now)" 200)"
+        for r in $(seq 0 $((n - 1))); do
+            last=$(tail -n 1 "$LOG/r$r.out")
+            case $last in
+            DONE*) exact=$((exact + 1)) ;;
+            ERROR*) errs=$((errs + 1)); echo "$last" | grep -q "failed its checksum" && fired=$((fired + 1)) ;;
+            *) bad=1; echo "run $i rank $r: $last" ;;
+            esac
+        done
+        grep -h "failed its checksum" "$LOG"/r*.out | head -n 1
+        [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    done
+    echo "bit flips after TCP, RCOLL_CHECKSUM=1: $exact rank-runs bit-exact, $errs errors ($fired report the failed checksum and its sender), wrong results: $([ $bad = 0 ] && echo none || echo SOME)"
+    [ $fired -ge 1 ] || { echo "the checksum never fired: the shim flipped nothing?"; bad=1; }
+    wrong=0
+    start $n tcp ${CORRUPT_ITERS:-300} 100 262144 RCOLL_TIMEOUT=20 LD_PRELOAD="$SO" \
+        FAULT_CORRUPT_EVERY=${FAULT_CORRUPT_EVERY:-300}
+    wait_all "$(plus "$(now)" 200)"
+    for r in $(seq 0 $((n - 1))); do grep -q '^WRONG' "$LOG/r$r.out" && wrong=$((wrong + 1)); done
+    echo "the same flips without RCOLL_CHECKSUM: $wrong of $n ranks got a wrong result (not an error)"
+    # (b) netem corrupt on the wire, where the kernel has netem: TCP's own
+    # checksum catches these; still never a wrong result
+    if have_netem; then
+        ip netns exec $A tc qdisc add dev $VA root netem corrupt 1% &&
+        ip netns exec $Z tc qdisc add dev $VB root netem corrupt 1% || { echo "tc netem corrupt failed"; exit 1; }
+        exact=0; errs=0
+        for i in 1 2; do
+            start $n $tl ${CORRUPT_ITERS:-300} $((200 + i)) ${NETEM_MAXB:-262144} RCOLL_CHECKSUM=1 RCOLL_TIMEOUT=20
+            wait_all "$(plus "$(now)" 300)"
+            for r in $(seq 0 $((n - 1))); do
+                last=$(tail -n 1 "$LOG/r$r.out")
+                case $last in
+                DONE*) exact=$((exact + 1)) ;;
+                ERROR*) errs=$((errs + 1)); echo "netem run $i rank $r: $last" ;;
+                *) bad=1; echo "netem run $i rank $r: $last" ;;
+                esac
+            done
+            [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+        done
+        echo "netem corrupt 1% on $tl: $exact rank-runs bit-exact, $errs errors, wrong results: $([ $bad = 0 ] && echo none || echo SOME)"
+    fi
+    [ $bad = 0 ] ;;
+*)
+    echo "usage: run.sh BUILDDIR kill|stop|netem|cut|corrupt ..."; exit 2 ;;
+esac
