@@ -130,6 +130,25 @@ static void root_who(char *buf, size_t len, int r, const char *info,
     }
 }
 
+/* Root threads still running in this process. A rank that fails its
+ * rendezvous waits (briefly) for them before returning: its caller may
+ * exit at once, which would cut the notices still going to other ranks. */
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t roots_cond = PTHREAD_COND_INITIALIZER;
+static int roots_running;
+
+static void roots_wait(double secs)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)secs;
+    pthread_mutex_lock(&roots_lock);
+    while (roots_running > 0 &&
+           pthread_cond_timedwait(&roots_cond, &roots_lock, &ts) == 0)
+        ;
+    pthread_mutex_unlock(&roots_lock);
+}
+
 static void *root_thread(void *arg)
 {
     root_args_t *a = arg;
@@ -264,6 +283,10 @@ out:
     free(pfd);
     close(a->listen_fd);
     free(a);
+    pthread_mutex_lock(&roots_lock);
+    roots_running--;
+    pthread_cond_broadcast(&roots_cond);
+    pthread_mutex_unlock(&roots_lock);
     return NULL;
 }
 
@@ -282,9 +305,15 @@ rcoll_status_t rcoll_boot_root_start(int listen_fd, const uint8_t secret[16],
     a->timeout = timeout;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&roots_lock);
+    roots_running++;
+    pthread_mutex_unlock(&roots_lock);
     int rc = pthread_create(&t, &attr, root_thread, a);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        pthread_mutex_lock(&roots_lock);
+        roots_running--;
+        pthread_mutex_unlock(&roots_lock);
         close(listen_fd);
         free(a);
         return rcoll__set_error(RCOLL_ERR_SYSTEM,
@@ -421,6 +450,7 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                      rcoll_time_sec() + 5.0);
             notice[sizeof(notice) - 1] = '\0';
             close(fd);
+            roots_wait(3.0); /* a root in this process finishes telling */
             st = rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
                                                  : st,
                                   "%s (rank %d, told by the root)",

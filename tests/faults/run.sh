@@ -110,11 +110,14 @@ kill)
         vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
         tk=$(now)
         kill -9 "$vp" 2> /dev/null
+        wait "$vp" 2> /dev/null # reaped here: no "Killed" line from bash
+        PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ')
         wait_all "$(plus $tk 15)"
         phase=$(grep -q READY "$LOG/r$victim.out" && echo "after init" || echo "during init")
-        r=0
-        for rc in $RCS; do
-            if [ $r != $victim ]; then
+        set -- $RCS # the survivors, in rank order
+        for r in $(seq 0 $((n - 1)) | grep -vx "$victim"); do
+            rc=$1; shift
+            if :; then
                 last=$(tail -n 1 "$LOG/r$r.out")
                 case $last in
                 DONE*) finished=$((finished + 1)) ;;
@@ -123,18 +126,17 @@ kill)
                     lag=$(awk "BEGIN { printf \"%.2f\", $te - $tk }")
                     lags="$lags $lag"
                     if echo "$last" | grep -Eq "rank $victim[^0-9]" &&
-                        awk "BEGIN { exit !($lag <= 10) }"; then
+                        awk "BEGIN { exit !($lag <= ${FAULT_DETECT_S:-10}) }"; then
                         named=$((named + 1))
                     else
                         bad=$((bad + 1))
-                        echo "trial $i ($phase, ${delay} ms, victim $victim): rank $r did not name the dead rank within 10 s (+${lag} s): $last"
+                        echo "trial $i ($phase, ${delay} ms, victim $victim): rank $r did not name the dead rank within ${FAULT_DETECT_S:-10} s (+${lag} s): $last"
                     fi ;;
                 *)
                     bad=$((bad + 1))
                     echo "trial $i ($phase, ${delay} ms, victim $victim): rank $r exit $rc: $last" ;;
                 esac
             fi
-            r=$((r + 1))
         done
         if [ -n "$HUNG" ]; then
             bad=$((bad + 1)); echo "trial $i: HANG (still running 15 s after the kill): $HUNG"

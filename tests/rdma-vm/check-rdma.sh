@@ -142,8 +142,9 @@ FH="h0:10.77.0.1:v0 h1:10.77.0.2:v1"
 check "faults: 2,050 collectives under netem loss/delay/reorder/dup, tcp" \
     env FAULT_HOSTS="$FH" NETEM_MAXB=65536 NETEM_ITERS=550 NETEM_SLOW_ITERS=400 \
     timeout -k 5 600 bash $S/tests/faults/run.sh $B netem tcp
+# (20 s, not 10: the guest is emulated, about 50 times slower)
 check "faults: SIGKILL x10 at random moments, ib (siw)" \
-    env FAULT_HOSTS="$FH" timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
+    env FAULT_HOSTS="$FH" FAULT_DETECT_S=20 timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
 check "siw: fork-based failure tests over ib (kill, abort)" \
     $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort"
