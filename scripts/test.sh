@@ -2,7 +2,9 @@
 # Builds rcoll and runs the whole test suite: make check (the CPU suite on
 # this host), then make check-rdma (the verbs transport against the
 # kernel's soft-iWARP and soft-RoCE in a QEMU guest; RCOLL_SKIP_RDMA=1 skips
-# it). The last line is "N passed, M failed" over both.
+# it), then the sanitizer and memcheck jobs (scripts/check-sanitizers.sh;
+# RCOLL_SKIP_SANITIZERS=1 skips them). The last line is "N passed, M
+# failed" over all of them.
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/build.sh
@@ -31,6 +33,16 @@ if [ "${RCOLL_SKIP_RDMA:-0}" != 1 ]; then
     rrc=$(cat "$tmp/check-rdma.rc" 2> /dev/null || echo missing)
     [ "$rrc" = 0 ] || [ "$rf" -gt 0 ] || rf=$((rf + 1))
     p=$((p + rp)); f=$((f + rf))
+fi
+if [ "${RCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
+    echo "== sanitizers: ASan+UBSan, TSan, valgrind (scripts/check-sanitizers.sh)"
+    t0=$(date +%s)
+    st=0
+    sh ../scripts/check-sanitizers.sh 2>&1 | tee "$tmp/san.log" || true
+    echo "== sanitizers took $(( $(date +%s) - t0 )) s"
+    sp=$(count san passed); sf=$(count san failed)
+    grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/san.log" || sf=$((sf + 1))
+    p=$((p + sp)); f=$((f + sf))
 fi
 rm -rf "$tmp"
 echo "$p passed, $f failed"

@@ -77,9 +77,14 @@ uint16_t rcoll_float_to_bf16(float f) { return float_to_bf16(f); }
 
 /* Kernels are compiled for several CPU levels and the best one the CPU has
  * is picked when the library loads (GCC function multi-versioning through
- * an ifunc): AVX-512, AVX2 (+FMA, F16C), and the baseline x86-64. */
+ * an ifunc): AVX-512, AVX2 (+FMA, F16C), and the baseline x86-64. Not
+ * under ThreadSanitizer: its instrumented ifunc resolvers run before its
+ * runtime is up and crash at load (--enable-tsan). */
+#if defined(__SANITIZE_THREAD__)
+#define RCOLL_NO_CLONES 1
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    defined(__ELF__)
+    defined(__ELF__) && !defined(RCOLL_NO_CLONES)
 #define KERNEL \
     __attribute__((target_clones("default", "arch=haswell", \
                                  "arch=skylake-avx512")))

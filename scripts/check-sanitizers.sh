@@ -1,0 +1,86 @@
+#!/bin/sh
+# The sanitizer and memcheck jobs (run by scripts/test.sh after make check,
+# and by CI): three extra builds out of tree, each runs a part of the suite.
+#   build-asan  --enable-asan: AddressSanitizer + UBSan (leaks on) over the
+#               multi-process suite's core (units, api, collective matrices
+#               on shm and tcp, slots/credits, single copy, non-blocking,
+#               registration, failure tests, SIGKILL fault trials)
+#   build-tsan  --enable-tsan: ThreadSanitizer over the threaded tests
+#               (non-blocking + 2 threads, abort from a second thread)
+#   valgrind    memcheck on the unit tests and on 2 ranks of collectives
+#               (0 errors, 0 definite/indirect leaks)
+# Prints "N passed, M failed" over the three. Usage: check-sanitizers.sh
+set -u
+cd "$(dirname "$0")/.."
+S=$(pwd)
+tmp=$(mktemp -d)
+p=0; f=0
+sum() { # sum LOG: adds its "N passed, M failed" (a missing line is a failure)
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    if [ -z "$line" ]; then f=$((f + 1)); return; fi
+    p=$((p + $(echo "$line" | sed 's/ passed.*//')))
+    f=$((f + $(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')))
+}
+build() { # build DIR CONFIGURE-FLAG
+    mkdir -p "$1" && (cd "$1" && "$S/configure" "$2" > configure.out 2>&1 &&
+        make -j"$(nproc)" > make.out 2>&1) ||
+        { echo "build $1 ($2) failed"; tail -n 20 "$1/make.out" "$1/configure.out" 2> /dev/null; return 1; }
+}
+[ -x configure ] || ./autogen.sh > /dev/null 2>&1
+
+t0=$(date +%s)
+echo "== ASan + UBSan (build-asan)"
+if build build-asan --enable-asan; then
+    (cd build-asan &&
+     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), (3|4) ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL' \
+     make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/asan"
+    sum "$tmp/asan"
+else
+    f=$((f + 1))
+fi
+echo "== ASan took $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+echo "== ThreadSanitizer (build-tsan)"
+if build build-tsan --enable-tsan; then
+    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
+     RCOLL_TEST_FILTER='nonblocking|abort_thread|unit' make -j"$(nproc)" check 2>&1) |
+        grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/tsan"
+    sum "$tmp/tsan"
+else
+    f=$((f + 1))
+fi
+echo "== TSan took $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+echo "== valgrind memcheck (build)"
+VG="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+if command -v valgrind > /dev/null && [ -x build/tests/test_units ]; then
+    vp=0; vf=0
+    vg() { # vg NAME CMD...
+        name=$1; shift
+        if timeout 600 "$@" > "$tmp/vg.log" 2>&1; then
+            vp=$((vp + 1)); echo "PASS  valgrind: $name"
+        else
+            vf=$((vf + 1)); echo "FAIL  valgrind: $name"; tail -n 25 "$tmp/vg.log" | sed 's/^/      | /'
+        fi
+    }
+    cd build
+    vg "unit: reduce kernels" ./libtool --mode=execute $VG tests/test_reduce
+    vg "unit: parsers and schedules" ./libtool --mode=execute $VG tests/test_units
+    vg "api: arguments and errors" ./libtool --mode=execute $VG tests/test_api
+    vg "collectives, 2 ranks, shm" env RCOLL_TRANSPORTS=shm tools/rcoll-run -n 2 \
+        ./libtool --mode=execute $VG tests/test_coll -q -N 0,7,1023,70001
+    vg "collectives, 2 ranks, tcp" env RCOLL_TRANSPORTS=tcp tools/rcoll-run -n 2 \
+        ./libtool --mode=execute $VG tests/test_coll -q -N 0,7,1023,70001
+    cd ..
+    echo "$vp passed, $vf failed" > "$tmp/vg"
+    sum "$tmp/vg"
+else
+    echo "valgrind or build/ missing"; f=$((f + 1))
+fi
+echo "== valgrind took $(( $(date +%s) - t0 )) s"
+rm -rf "$tmp"
+echo "$p passed, $f failed"
+[ "$f" = 0 ]
