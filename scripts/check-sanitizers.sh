@@ -9,7 +9,10 @@
 #               (non-blocking + 2 threads, abort from a second thread)
 #   valgrind    memcheck on the unit tests and on 2 ranks of collectives
 #               (0 errors, 0 definite/indirect leaks)
-# Prints "N passed, M failed" over the three. Usage: check-sanitizers.sh
+#   build-fuzz  the libFuzzer targets (tests/fuzz/run.sh): each replays its
+#               seed corpus (past findings included), then fuzzes for
+#               RCOLL_FUZZ_SECONDS (default 30)
+# Prints "N passed, M failed" over the four. Usage: check-sanitizers.sh
 set -u
 cd "$(dirname "$0")/.."
 S=$(pwd)
@@ -81,6 +84,19 @@ else
     echo "valgrind or build/ missing"; f=$((f + 1))
 fi
 echo "== valgrind took $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+echo "== libFuzzer targets (tests/fuzz/run.sh, ${RCOLL_FUZZ_SECONDS:-30} s each)"
+sh tests/fuzz/run.sh build build-fuzz "${RCOLL_FUZZ_SECONDS:-30}" 2>&1 | tee "$tmp/fuzz"
+rc=$?
+if grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/fuzz"; then
+    sum "$tmp/fuzz"
+elif ! command -v clang > /dev/null; then
+    echo "SKIP  fuzz: no clang"
+else
+    f=$((f + 1))
+fi
+echo "== fuzzing took $(( $(date +%s) - t0 )) s"
 rm -rf "$tmp"
 echo "$p passed, $f failed"
 [ "$f" = 0 ]

@@ -4,13 +4,15 @@
 # included so configure finds them; Open MPI only launches tests; iproute2
 # makes the network-namespace hosts of the tests; procps gives pgrep; QEMU,
 # busybox, cpio, kmod and the rdma-core tools run the RDMA guest of
-# `make check-rdma` (tests/rdma-vm; it fetches the guest kernel itself).
+# `make check-rdma` (tests/rdma-vm; it fetches the guest kernel itself);
+# valgrind and clang (libFuzzer) serve scripts/check-sanitizers.sh.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       libpmix-dev openmpi-bin libopenmpi-dev
       libibverbs-dev librdmacm-dev libhwloc-dev iproute2 procps
       ibverbs-providers ibverbs-utils rdmacm-utils perftest
-      qemu-system-x86 busybox-static cpio kmod xz-utils util-linux"
+      qemu-system-x86 busybox-static cpio kmod xz-utils util-linux
+      valgrind clang"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

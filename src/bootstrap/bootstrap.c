@@ -94,6 +94,23 @@ typedef struct {
     double timeout;
 } root_args_t;
 
+rcoll_status_t rcoll_boot_table_check(rcoll_boot_peer_t *peers, int nranks)
+{
+    for (int i = 0; i < nranks; i++) {
+        rcoll_boot_peer_t *p = &peers[i];
+        /* hostnames are printed in every error message */
+        p->hostname[sizeof(p->hostname) - 1] = '\0';
+        if (p->rank != i ||
+            (p->boot_addr.sa.sa_family != AF_INET &&
+             p->boot_addr.sa.sa_family != AF_INET6))
+            return rcoll__set_error(RCOLL_ERR_PROTOCOL, "bootstrap: bad "
+                                    "rendezvous table: entry %d says rank "
+                                    "%d, address family %d", i, (int)p->rank,
+                                    (int)p->boot_addr.sa.sa_family);
+    }
+    return RCOLL_OK;
+}
+
 /* The root's answer to each joined rank: a status word, then the table
  * (status 0) or a failure notice naming the rank(s) at fault. */
 #define BOOT_NOTICE_LEN 256
@@ -473,13 +490,9 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                                      "with the same size?)");
         goto err;
     }
-    for (int i = 0; i < nranks; i++) {
-        if (bs->peers[i].rank != i) {
-            st = rcoll__set_error(RCOLL_ERR_PROTOCOL,
-                                  "bootstrap: bad rendezvous table");
-            goto err;
-        }
-    }
+    st = rcoll_boot_table_check(bs->peers, nranks);
+    if (st != RCOLL_OK)
+        goto err;
     if (nranks > 1) {
         /* rank 0 accepts first so that the connect chain unwinds */
         if (rank == 0) {

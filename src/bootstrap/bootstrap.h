@@ -40,6 +40,9 @@ typedef struct {
 /* Packs / unpacks the public id. */
 void rcoll_boot_id_pack(const rcoll_sockaddr_t *addr, const uint8_t secret[16],
                         rcoll_unique_id_t *id);
+/* Checks the rendezvous table every rank receives (entry i is rank i,
+ * with an IPv4/IPv6 address) and NUL-terminates its hostnames. */
+rcoll_status_t rcoll_boot_table_check(rcoll_boot_peer_t *peers, int nranks);
 rcoll_status_t rcoll_boot_id_unpack(const rcoll_unique_id_t *id,
                                     rcoll_sockaddr_t *addr,
                                     uint8_t secret[16]);

@@ -314,6 +314,20 @@ rcoll_status_t rcoll_config_init(void)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_config_parse_value(const char *name, const char *value)
+{
+    rcoll_config_t scratch = rcoll_config;
+    for (int i = 0; i < NPARAMS; i++) {
+        const param_t *p = &params[i];
+        if (strcmp(p->info.name, name) != 0)
+            continue;
+        return p->parse(value, (char *)&scratch + p->offset) == 0
+                   ? RCOLL_OK
+                   : RCOLL_ERR_INVALID_ARGUMENT;
+    }
+    return RCOLL_ERR_INVALID_ARGUMENT;
+}
+
 int rcoll_config_nparams(void)
 {
     return NPARAMS;

@@ -65,6 +65,10 @@ typedef struct {
 
 /* For rcoll-info: the table and the current (parsed) value as a string. */
 int rcoll_config_nparams(void);
+/* Parses `value` as the variable `name` would be, into a scratch copy (the
+ * configuration is not changed): RCOLL_OK or RCOLL_ERR_INVALID_ARGUMENT.
+ * For tests and the fuzzer. */
+rcoll_status_t rcoll_config_parse_value(const char *name, const char *value);
 const rcoll_param_info_t *rcoll_config_param(int i);
 void rcoll_config_value_string(int i, char *buf, size_t len);
 

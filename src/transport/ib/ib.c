@@ -107,6 +107,9 @@ struct ib_ep {
     int aborted;
     char abort_reason[IB_CTRL];
     char fail_msg[1024];
+    /* the peeked slot's header, copied out of the ring: the peer can
+     * RDMA-write the ring at any time, so the engine checks this copy */
+    rcoll_msg_hdr_t rx_hdr;
 };
 
 struct rcoll_tl_ctx {
@@ -438,11 +441,12 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
 {
     ib_ep_t *ep = q->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    q->tx_credits += (int)IMM_CREDITS(w);
-    if (q->tx_credits > ctx->p.nslots) {
-        ib_ep_fail(ep, "protocol error: too many credits");
+    if ((int)IMM_CREDITS(w) > ctx->p.nslots - q->tx_credits) {
+        ib_ep_fail(ep, "protocol error: %u credits, %d already held of %d",
+                   IMM_CREDITS(w), q->tx_credits, ctx->p.nslots);
         return;
     }
+    q->tx_credits += (int)IMM_CREDITS(w);
     switch (IMM_TYPE(w)) {
     case IMM_CREDIT:
         return;
@@ -799,7 +803,10 @@ static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
         return RCOLL_INPROGRESS;
     }
     char *s = q->rx + (size_t)q->rx_head * ctx->stride;
-    *hdr = (const rcoll_msg_hdr_t *)(s + IB_HDR_OFF);
+    memcpy(&ep->rx_hdr, s + IB_HDR_OFF, sizeof(ep->rx_hdr));
+    if (ep->rx_hdr.len > ctx->p.chunk_size) /* rewritten since: a mismatch */
+        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
+    *hdr = &ep->rx_hdr;
     *payload = s + IB_HDR;
     return RCOLL_OK;
 }

@@ -105,6 +105,11 @@ typedef struct shm_ep {
     int cma_tx;                 /* the peer can read our memory */
     pid_t pid;
     uint64_t rx_tail, rx_head_seen;
+    /* the peeked slot's header and single-copy address, copied out of the
+     * shared segment: the engine checks and uses this copy, so a peer that
+     * rewrote the slot meanwhile cannot make recv_copy overrun */
+    rcoll_msg_hdr_t rx_hdr;
+    uint64_t rx_cma_addr;
     uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
     uint32_t wake_state;
     int pidfd;
@@ -335,8 +340,12 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     char *slot = ep->rx_slots +
                  (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size;
     const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
-    *hdr = &sh->hdr;
-    *payload = sh->cma_addr ? NULL : slot + SHM_CL;
+    ep->rx_hdr = sh->hdr;
+    ep->rx_cma_addr = sh->cma_addr;
+    if (ep->rx_hdr.len > ctx->p.chunk_size)
+        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1; /* a mismatch */
+    *hdr = &ep->rx_hdr;
+    *payload = ep->rx_cma_addr ? NULL : slot + SHM_CL;
     return RCOLL_OK;
 }
 
@@ -346,17 +355,17 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)(
-        ep->rx_slots +
-        (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size);
-    size_t len = sh->hdr.len, got = 0;
-    if (!sh->cma_addr) {
-        memcpy(dst, sh + 1, len);
+    const char *slot = ep->rx_slots +
+        (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size;
+    size_t len = RCOLL_MIN(ep->rx_hdr.len, ctx->p.chunk_size), got = 0;
+    if (!ep->rx_cma_addr) {
+        memcpy(dst, slot + SHM_CL, len);
         return RCOLL_OK;
     }
     while (got < len) {
         struct iovec l = {(char *)dst + got, len - got};
-        struct iovec r = {(void *)(uintptr_t)(sh->cma_addr + got), len - got};
+        struct iovec r = {(void *)(uintptr_t)(ep->rx_cma_addr + got),
+                          len - got};
         ssize_t n = process_vm_readv(ep->pid, &l, 1, &r, 1, 0);
         if (n <= 0) {
             int err = n < 0 ? errno : EIO;

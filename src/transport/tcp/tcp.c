@@ -279,11 +279,13 @@ static int tcp_handle_wire(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
     tcp_wire_t *w = &s->rx_wire;
-    s->tx_credits += (int)w->credits;
-    if (s->tx_credits > ep->ctx->p.nslots) {
+    /* unsigned on the wire: compared before it is added (a huge value
+     * cast to int went negative and stalled the sender for good) */
+    if (w->credits > (uint32_t)(ep->ctx->p.nslots - s->tx_credits)) {
         tcp_ep_fail(ep, "protocol error: too many credits", 0);
         return -1;
     }
+    s->tx_credits += (int)w->credits;
     switch (w->type) {
     case TCP_CREDIT:
         return 0;
