@@ -130,6 +130,51 @@ static void one_rank(void)
     CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "destroy: %s", rcoll_last_error());
 }
 
+/* Every call on a destroyed or aborted communicator: an argument error
+ * naming the call (the handle is checked against the live communicators
+ * before it is touched; under ASan this test also proves no freed memory
+ * is read). */
+static void dead_handles(void)
+{
+    for (int how = 0; how < 2; how++) {
+        rcoll_unique_id_t id;
+        rcoll_comm_t c;
+        float buf[4] = {0};
+        rcoll_request_t req;
+        void *h;
+        int v;
+        rcoll_status_t e;
+        CHECK(rcoll_get_unique_id(&id) == RCOLL_OK &&
+                  rcoll_comm_init_rank(&c, 1, &id, 0) == RCOLL_OK,
+              "init: %s", rcoll_last_error());
+        if (how == 0)
+            CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "destroy");
+        else
+            CHECK(rcoll_comm_abort(c) == RCOLL_OK, "abort");
+        BAD(rcoll_allreduce(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM, c, NULL),
+            "not a live communicator");
+        BAD(rcoll_allgather(buf, buf, 1, RCOLL_FLOAT32, c, NULL), "rcoll_allgather");
+        BAD(rcoll_broadcast(buf, buf, 1, RCOLL_FLOAT32, 0, c, NULL), "rcoll_broadcast");
+        BAD(rcoll_reduce_scatter(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM, c, NULL),
+            "rcoll_reduce_scatter");
+        BAD(rcoll_reduce(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM, 0, c, NULL),
+            "rcoll_reduce");
+        BAD(rcoll_barrier(c), "rcoll_barrier");
+        BAD(rcoll_send(buf, 1, RCOLL_FLOAT32, 0, c, NULL), "rcoll_send");
+        BAD(rcoll_recv(buf, 1, RCOLL_FLOAT32, 0, c, NULL), "rcoll_recv");
+        BAD(rcoll_iallreduce(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM, c, NULL, &req),
+            "rcoll_allreduce");
+        BAD(rcoll_ibarrier(c, &req), "rcoll_barrier");
+        BAD(rcoll_comm_rank(c, &v), "rcoll_comm_rank");
+        BAD(rcoll_comm_size(c, &v), "rcoll_comm_size");
+        BAD(rcoll_comm_get_async_error(c, &e), "rcoll_comm_get_async_error");
+        BAD(rcoll_comm_register(c, buf, sizeof(buf), &h), "rcoll_comm_register");
+        BAD(rcoll_comm_dump(c), "rcoll_comm_dump");
+        BAD(rcoll_comm_abort(c), "rcoll_comm_abort");
+        BAD(rcoll_comm_destroy(c), "rcoll_comm_destroy"); /* twice */
+    }
+}
+
 /* A rank presenting the wrong secret is refused with RCOLL_ERR_AUTH, and
  * the real ranks still form their communicator. */
 static void wrong_secret(void)
@@ -227,6 +272,7 @@ int main(void)
     strings();
     wrong_secret(); /* forks: first, while this process has no threads */
     one_rank();
+    dead_handles();
     no_launcher();
     printf("test_api: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

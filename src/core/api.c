@@ -22,6 +22,10 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "%s: comm is NULL",
                                 a->fn);
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "%s: comm %p is "
+                                "not a live communicator (destroyed or "
+                                "aborted already?)", a->fn, (void *)comm);
     int r = comm->rank, n = comm->nranks;
     size_t dts = rcoll_datatype_size(a->dt);
     if (dts == 0)

@@ -327,6 +327,16 @@ static void live_remove(struct rcoll_comm *c)
     pthread_mutex_unlock(&live_lock);
 }
 
+int rcoll__comm_live(const struct rcoll_comm *c)
+{
+    int found = 0;
+    pthread_mutex_lock(&live_lock);
+    for (struct rcoll_comm *x = live_head; x && !found; x = x->next_live)
+        found = x == c;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 /* One communicator: its state and every posted operation with what it
  * waits for. Reads the schedules' counters without the engine lock (they
  * are plain ints; a dump is a snapshot for a human). */
@@ -376,6 +386,10 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
 
 rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm)
 {
+    if (comm && !rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_dump: comm %p is not a live "
+                                "communicator", (void *)comm);
     if (comm) {
         comm_dump_one(comm, stderr);
     } else {
@@ -825,6 +839,11 @@ RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_destroy: comm is NULL");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_destroy: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     return comm_close(comm, 0);
 }
 
@@ -834,6 +853,11 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_abort: comm is NULL");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_abort: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     return comm_close(comm, 1);
 }
 
@@ -846,6 +870,11 @@ RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
                                 "rcoll_comm_register: %s is NULL or zero",
                                 !comm ? "comm" : !buf ? "buf"
                                                       : !len ? "len" : "handle");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_register: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     struct rcoll_mem_reg *m = calloc(1, sizeof(*m));
     if (!m)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rcoll_comm_register: "
@@ -881,6 +910,11 @@ RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_deregister: %s is NULL",
                                 !comm ? "comm" : "handle");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_deregister: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     pthread_mutex_lock(&comm->lock);
     struct rcoll_mem_reg **pp = &comm->regs;
     while (*pp && *pp != handle)
@@ -903,6 +937,11 @@ RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
     if (!comm || !rank)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_rank: NULL argument");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_rank: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     *rank = comm->rank;
     return RCOLL_OK;
 }
@@ -912,6 +951,11 @@ RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
     if (!comm || !size)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_size: NULL argument");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_size: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     *size = comm->nranks;
     return RCOLL_OK;
 }
@@ -922,6 +966,11 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
     if (!comm || !err)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_get_async_error: NULL argument");
+    if (!rcoll__comm_live(comm))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_get_async_error: comm %p is not a live communicator "
+                                "(destroyed or aborted already?)",
+                                (void *)comm);
     pthread_mutex_lock(&comm->lock);
     *err = comm->error;
     if (comm->error != RCOLL_OK)

@@ -73,6 +73,10 @@ struct rcoll_mem_reg {
 rcoll_status_t rcoll__comm_post(struct rcoll_comm *comm,
                                 struct rcoll_request *req, int will_wait);
 void rcoll__comm_release(struct rcoll_comm *comm);
+/* 1 if c is a communicator of this process not yet freed (API calls check
+ * it, so a destroyed or aborted handle is an argument error, not a crash;
+ * an address reused by a newer communicator cannot be told apart) */
+int rcoll__comm_live(const struct rcoll_comm *c);
 
 /* Init helpers (core/launch.c). */
 rcoll_status_t rcoll__root_listen(const rcoll_sockaddr_t *want,
