@@ -12,7 +12,7 @@ PKGS="build-essential autoconf automake libtool pkg-config
       libibverbs-dev librdmacm-dev libhwloc-dev iproute2 procps
       ibverbs-providers ibverbs-utils rdmacm-utils perftest
       qemu-system-x86 busybox-static cpio kmod xz-utils util-linux
-      valgrind clang"
+      valgrind clang python3"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -101,6 +101,7 @@ for tl in tcp shm; do
 done
 t "faults: link cut, short survived, long named" 300 bash "$S/tests/faults/run.sh" "$B" cut tcp
 t "faults: bit flips after TCP, RCOLL_CHECKSUM" 300 bash "$S/tests/faults/run.sh" "$B" corrupt tcp
+t "security: strangers at the root are dropped, job undisturbed" 120 bash "$S/tests/faults/run.sh" "$B" strangers
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \

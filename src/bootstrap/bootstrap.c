@@ -169,19 +169,43 @@ static void roots_wait(double secs)
 static void *root_thread(void *arg)
 {
     root_args_t *a = arg;
-    int nranks = -1, joined = 0, *fds = NULL;
+    int nranks = -1, joined = 0, *fds = NULL, *watch = NULL, *watch_rank = NULL;
     uint32_t info_size = 0;
     char *infos = NULL, msg[BOOT_NOTICE_LEN];
     double deadline = rcoll_time_sec() + a->timeout;
-    struct pollfd *pfd = calloc(1, sizeof(*pfd));
+    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
 
-    if (!pfd)
+    if (!acc)
         goto out;
+    rcoll_acceptor_init(acc, a->listen_fd, a->secret, sizeof(boot_hello_t),
+                        "bootstrap root");
     while (nranks < 0 || joined < nranks) {
-        int fd, np = 0;
+        int fd, nw = 0, ready = -1;
         boot_hello_t h;
-        double left = deadline - rcoll_time_sec();
-        if (left <= 0) {
+        /* every joined rank is watched: it sends nothing more, so readable
+         * means it closed (died) */
+        for (int i = 0; i < (nranks > 0 ? nranks : 0); i++)
+            if (fds[i] >= 0) {
+                watch[nw] = fds[i];
+                watch_rank[nw++] = i;
+            }
+        rcoll_status_t st = rcoll_acceptor_next(acc, deadline, &h, &fd, watch,
+                                                nw, &ready);
+        if (st == RCOLL_INPROGRESS) {
+            int r = watch_rank[ready];
+            char who[128];
+            root_who(who, sizeof(who), r, infos + (size_t)r * info_size,
+                     info_size);
+            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
+                     "to the root before all %d ranks joined (it died or "
+                     "was killed)", who, nranks);
+            close(fds[r]);
+            fds[r] = -1;
+            root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
+                      rcoll_time_sec() + 2.0);
+            goto out;
+        }
+        if (st == RCOLL_ERR_TIMEOUT) {
             if (nranks < 0) {
                 rcoll_warn("bootstrap root: no rank joined before "
                            "RCOLL_TIMEOUT; giving up");
@@ -206,44 +230,11 @@ static void *root_thread(void *arg)
                       rcoll_time_sec() + 2.0);
             goto out;
         }
-        /* the listener, and every joined rank: a joined rank sends nothing
-         * more, so readable means it closed (died) */
-        pfd[np++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
-        for (int i = 0; i < (nranks > 0 ? nranks : 0); i++)
-            if (fds[i] >= 0)
-                pfd[np++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-        int n = poll(pfd, (nfds_t)np, (int)RCOLL_MIN(left * 1000 + 1, 1000));
-        if (n < 0 && errno != EINTR)
+        if (st != RCOLL_OK)
             goto out;
-        if (n <= 0)
-            continue;
-        for (int k = 1; k < np; k++) {
-            if (!pfd[k].revents)
-                continue;
-            int r = 0;
-            while (fds[r] != pfd[k].fd)
-                r++;
-            char who[128];
-            root_who(who, sizeof(who), r, infos + (size_t)r * info_size,
-                     info_size);
-            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
-                     "to the root before all %d ranks joined (it died or "
-                     "was killed)", who, nranks);
-            close(fds[r]);
-            fds[r] = -1;
-            root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
-                      rcoll_time_sec() + 2.0);
-            goto out;
-        }
-        if (!(pfd[0].revents & POLLIN))
-            continue;
-        if (rcoll_sock_accept(a->listen_fd, deadline, &fd) != RCOLL_OK)
-            continue;
-        if (rcoll_sock_auth_accept(fd, a->secret, &h, sizeof(h), deadline) !=
-                RCOLL_OK ||
-            h.purpose != HELLO_ROOT) {
-            rcoll_warn("bootstrap root: dropped a connection: %s",
-                       rcoll_last_error());
+        if (h.purpose != HELLO_ROOT) {
+            rcoll_warn("bootstrap root: dropped a connection: not a "
+                       "rendezvous hello");
             close(fd);
             continue;
         }
@@ -257,15 +248,12 @@ static void *root_thread(void *arg)
             info_size = h.info_size;
             fds = calloc((size_t)nranks, sizeof(int));
             infos = calloc((size_t)nranks, info_size);
-            struct pollfd *np2 = realloc(pfd, (size_t)(nranks + 1) *
-                                                  sizeof(*pfd));
-            if (!fds || !infos || !np2) {
-                free(np2);
-                pfd = NULL;
+            watch = calloc((size_t)nranks, sizeof(int));
+            watch_rank = calloc((size_t)nranks, sizeof(int));
+            if (!fds || !infos || !watch || !watch_rank) {
                 close(fd);
                 goto out;
             }
-            pfd = np2;
             for (int i = 0; i < nranks; i++)
                 fds[i] = -1;
         }
@@ -297,7 +285,11 @@ out:
                 close(fds[i]);
     free(fds);
     free(infos);
-    free(pfd);
+    free(watch);
+    free(watch_rank);
+    if (acc)
+        rcoll_acceptor_fini(acc);
+    free(acc);
     close(a->listen_fd);
     free(a);
     pthread_mutex_lock(&roots_lock);
@@ -345,24 +337,35 @@ rcoll_status_t rcoll_boot_root_start(int listen_fd, const uint8_t secret[16],
 static rcoll_status_t ring_accept(rcoll_bootstrap_t *bs, double deadline)
 {
     int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    rcoll_status_t st = RCOLL_ERR_NO_MEMORY;
+    if (!acc)
+        return rcoll__set_error(st, "bootstrap: no memory");
+    rcoll_acceptor_init(acc, bs->listen_fd, bs->secret, sizeof(boot_hello_t),
+                        "bootstrap ring");
     for (;;) {
-        int fd;
+        int fd, ready;
         boot_hello_t h;
-        rcoll_status_t st = rcoll_sock_accept(bs->listen_fd, deadline, &fd);
-        if (st != RCOLL_OK)
-            return rcoll__set_error(st, "bootstrap: rank %d did not connect "
-                                    "to rank %d: %s", prev, bs->rank,
-                                    rcoll_last_error());
-        st = rcoll_sock_auth_accept(fd, bs->secret, &h, sizeof(h), deadline);
-        if (st != RCOLL_OK || h.purpose != HELLO_RING || h.rank != prev) {
-            rcoll_warn("bootstrap: dropped a ring connection: %s",
-                       st != RCOLL_OK ? rcoll_last_error() : "wrong rank");
+        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
+        if (st != RCOLL_OK) {
+            st = rcoll__set_error(st, "bootstrap: rank %d (%s pid %d) did "
+                                  "not connect to rank %d: %s", prev,
+                                  bs->peers[prev].hostname,
+                                  (int)bs->peers[prev].pid, bs->rank,
+                                  rcoll_last_error());
+            break;
+        }
+        if (h.purpose != HELLO_RING || h.rank != prev) {
+            rcoll_warn("bootstrap: dropped a ring connection: wrong rank");
             close(fd);
             continue;
         }
         bs->prev_fd = fd;
-        return RCOLL_OK;
+        break;
     }
+    rcoll_acceptor_fini(acc);
+    free(acc);
+    return st;
 }
 
 static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)

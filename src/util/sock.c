@@ -470,3 +470,164 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
     memcpy(hello, msg + 16, hlen);
     return RCOLL_OK;
 }
+
+/* ---- many handshakes at once ---- */
+
+void rcoll_acceptor_init(rcoll_acceptor_t *a, int lfd,
+                         const uint8_t secret[16], size_t hlen,
+                         const char *who)
+{
+    memset(a, 0, sizeof(*a));
+    a->lfd = lfd;
+    memcpy(a->secret, secret, 16);
+    a->hlen = hlen;
+    a->who = who;
+}
+
+static void acceptor_drop(rcoll_acceptor_t *a, int i, const char *why)
+{
+    rcoll_warn("%s: dropped a connection: %s", a->who, why);
+    close(a->pend[i].fd);
+    a->pend[i] = a->pend[--a->npend];
+    a->dropped++;
+}
+
+/* accepts what is waiting on the listener; each gets its nonce at once */
+static void acceptor_take(rcoll_acceptor_t *a)
+{
+    for (;;) {
+        int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        if (a->npend == RCOLL_AUTH_PENDING_MAX) {
+            /* a flood: the oldest pending connection goes first */
+            acceptor_drop(a, 0, "too many connections in their handshake");
+        }
+        rcoll_auth_pending_t *p = &a->pend[a->npend];
+        p->fd = fd;
+        p->got = 0;
+        p->deadline = rcoll_time_sec() + RCOLL_AUTH_PENDING_S;
+        if (rcoll_random_bytes(p->msg, 16) != RCOLL_OK ||
+            send(fd, p->msg, 16, MSG_NOSIGNAL) != 16) {
+            close(fd);
+            continue;
+        }
+        a->npend++;
+    }
+}
+
+/* reads what a pending connection sent; 1 when it is authenticated */
+static int acceptor_read(rcoll_acceptor_t *a, int i)
+{
+    rcoll_auth_pending_t *p = &a->pend[i];
+    size_t want = a->hlen + 8;
+    ssize_t n = recv(p->fd, p->msg + 16 + p->got, want - p->got, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   errno != EINTR)) {
+        acceptor_drop(a, i, "closed during the handshake");
+        return -1;
+    }
+    if (n < 0)
+        return 0;
+    p->got += (size_t)n;
+    if (p->got < want)
+        return 0;
+    uint64_t mac, expect;
+    memcpy(&mac, p->msg + 16 + a->hlen, 8);
+    expect = rcoll_siphash(a->secret, p->msg, 16 + a->hlen) ^ AUTH_MAGIC;
+    if (mac != expect) {
+        acceptor_drop(a, i, "it presented a wrong secret (another job, or "
+                            "not rcoll)");
+        return -1;
+    }
+    uint8_t m2[10] = {'o', 'k'};
+    memcpy(m2 + 2, &mac, 8);
+    uint64_t ok = rcoll_siphash(a->secret, m2, sizeof(m2));
+    if (send(p->fd, &ok, sizeof(ok), MSG_NOSIGNAL) != (ssize_t)sizeof(ok)) {
+        acceptor_drop(a, i, "closed during the handshake");
+        return -1;
+    }
+    return 1;
+}
+
+static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
+                                    void *hello, int *fd_p, const int *extra,
+                                    int nextra, int *ready, struct pollfd *pfd);
+
+rcoll_status_t rcoll_acceptor_next(rcoll_acceptor_t *a, double deadline,
+                                   void *hello, int *fd_p, const int *extra,
+                                   int nextra, int *ready)
+{
+    struct pollfd *pfd = malloc(sizeof(*pfd) *
+                                (size_t)(1 + RCOLL_AUTH_PENDING_MAX + nextra));
+    rcoll_status_t st = acceptor_loop(a, deadline, hello, fd_p, extra, nextra,
+                                      ready, pfd);
+    free(pfd);
+    return st;
+}
+
+static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
+                                    void *hello, int *fd_p, const int *extra,
+                                    int nextra, int *ready, struct pollfd *pfd)
+{
+    if (!pfd)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory", a->who);
+    for (;;) {
+        double now = rcoll_time_sec();
+        for (int i = 0; i < a->npend;) {
+            if (now >= a->pend[i].deadline)
+                acceptor_drop(a, i, "no valid hello within 10 s (half-open or "
+                                    "silent)");
+            else
+                i++;
+        }
+        if (now >= deadline)
+            return rcoll__set_error(RCOLL_ERR_TIMEOUT, "%s: no peer "
+                                    "connected within RCOLL_TIMEOUT", a->who);
+        int np = 0;
+        pfd[np++] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
+        double wake = deadline;
+        for (int i = 0; i < a->npend; i++) {
+            pfd[np++] = (struct pollfd){.fd = a->pend[i].fd, .events = POLLIN};
+            wake = RCOLL_MIN(wake, a->pend[i].deadline);
+        }
+        for (int i = 0; i < nextra; i++)
+            pfd[np++] = (struct pollfd){.fd = extra[i], .events = POLLIN};
+        int ms = (int)RCOLL_MIN((wake - now) * 1000.0 + 1, 1000.0);
+        int n = poll(pfd, (nfds_t)np, ms < 0 ? 0 : ms);
+        if (n < 0 && errno != EINTR)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "%s: poll: %s", a->who,
+                                    strerror(errno));
+        if (n <= 0)
+            continue;
+        for (int i = 0; i < nextra; i++)
+            if (pfd[1 + a->npend + i].revents) {
+                *ready = i;
+                return RCOLL_INPROGRESS;
+            }
+        /* pending connections first (indices are stable until a drop) */
+        for (int k = a->npend; k >= 1; k--) {
+            if (!pfd[k].revents)
+                continue;
+            int i = k - 1;
+            if (acceptor_read(a, i) == 1) {
+                rcoll_auth_pending_t *p = &a->pend[i];
+                memcpy(hello, p->msg + 16, a->hlen);
+                *fd_p = p->fd;
+                rcoll_sock_set_nonblock(p->fd, 0);
+                rcoll_sock_tune(p->fd);
+                a->pend[i] = a->pend[--a->npend];
+                return RCOLL_OK;
+            }
+        }
+        if (pfd[0].revents & POLLIN)
+            acceptor_take(a);
+    }
+}
+
+void rcoll_acceptor_fini(rcoll_acceptor_t *a)
+{
+    for (int i = 0; i < a->npend; i++)
+        close(a->pend[i].fd);
+    a->npend = 0;
+}

@@ -61,4 +61,42 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
                                       void *hello, size_t hlen,
                                       double deadline);
 
+/* A listener that runs the acceptor's side of the handshake for many
+ * connections at once, so that a stranger who connects and stays silent,
+ * sends garbage, or presents another job's secret delays nobody: each
+ * connection in its handshake has RCOLL_AUTH_PENDING_S seconds, and is
+ * dropped (with a warning) when it fails or runs out of time. */
+#define RCOLL_AUTH_PENDING_MAX 64
+#define RCOLL_AUTH_PENDING_S 10.0
+typedef struct {
+    int fd;
+    double deadline;
+    size_t got;
+    uint8_t msg[16 + RCOLL_AUTH_HELLO_MAX + 8]; /* nonce, hello, MAC */
+} rcoll_auth_pending_t;
+
+typedef struct {
+    int lfd;
+    uint8_t secret[16];
+    size_t hlen;
+    const char *who;          /* for warnings: "bootstrap root" ... */
+    int npend;
+    rcoll_auth_pending_t pend[RCOLL_AUTH_PENDING_MAX];
+    unsigned long dropped;    /* connections that failed the handshake */
+} rcoll_acceptor_t;
+
+void rcoll_acceptor_init(rcoll_acceptor_t *a, int lfd,
+                         const uint8_t secret[16], size_t hlen,
+                         const char *who);
+/* Serves the listener and the handshakes in progress until one connection
+ * is authenticated: RCOLL_OK, its fd (blocking) in *fd_p and its hello in
+ * `hello`. Also polls `extra` (nextra fds, may be NULL): when one of them
+ * is readable, returns RCOLL_INPROGRESS with its index in *ready.
+ * RCOLL_ERR_TIMEOUT at `deadline`. */
+rcoll_status_t rcoll_acceptor_next(rcoll_acceptor_t *a, double deadline,
+                                   void *hello, int *fd_p, const int *extra,
+                                   int nextra, int *ready);
+/* Closes the connections still in their handshake (not the listener). */
+void rcoll_acceptor_fini(rcoll_acceptor_t *a);
+
 #endif

@@ -18,6 +18,10 @@
 #       data (LD_PRELOAD shim), and netem corrupt where the kernel has it:
 #       with RCOLL_CHECKSUM=1 every collective is bit-exact or an error
 #       (RCOLL_ERR_CORRUPT naming the sender); never a wrong result
+#   run.sh BUILDDIR strangers                 connections without the job
+#       secret at the bootstrap root (half-open, random bytes, a wrong MAC,
+#       a rank of another job) are dropped; the job runs undisturbed; ranks
+#       listen only on the chosen interface
 # Needs root and iproute2 (tc for netem); exits 77 (skip) otherwise.
 B=$1; what=$2; shift 2
 FR="$B/tests/faults/fault_rank"
@@ -283,6 +287,75 @@ corrupt)
         echo "netem corrupt 1% on $tl: $exact rank-runs bit-exact, $errs errors, wrong results: $([ $bad = 0 ] && echo none || echo SOME)"
     fi
     [ $bad = 0 ] ;;
+strangers)
+    # connections that do not know the job secret, at the bootstrap root
+    # while the job forms: 4 half-open (connect, then silence), random
+    # bytes then close, a few bytes then silence, and a rank of another job
+    # (an old secret). They must be dropped without disturbing the job:
+    # all ranks bit-exact, and no 10 s stall from the silent ones.
+    n=3; bad=0
+    PORT=$((PORT + 1))
+    t0=$(now)
+    ip netns exec $A env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n RCOLL_RANK=0 \
+        RCOLL_SECRET=0123456789abcdef0123456789abcdef RCOLL_TRANSPORTS=tcp \
+        "$FR" 300 3 65536 > "$LOG/r0.out" 2>&1 &
+    PIDS="$!"
+    sleep 0.3
+    ip netns exec $Z python3 - "$ADDR" "$PORT" > "$LOG/strangers.out" 2>&1 <<'PY' &
+import os, socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+held = []
+def conn():
+    s = socket.create_connection((host, port), timeout=5)
+    return s
+for i in range(4):                      # half-open: never answer the nonce
+    held.append(conn())
+s = conn(); s.sendall(os.urandom(64)); s.close()          # garbage, gone
+s = conn(); s.sendall(os.urandom(10)); held.append(s)     # garbage, silent
+s = conn(); s.recv(16); s.sendall(os.urandom(24)); held.append(s)  # wrong MAC
+print("strangers connected", flush=True)
+time.sleep(12)                           # hold them past the job's end
+PY
+    SP=$!
+    # a rank of another job (an old secret) knocks at the root too
+    ip netns exec $Z env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n RCOLL_RANK=1 \
+        RCOLL_SECRET=ffffffffffffffffffffffffffffffff RCOLL_TIMEOUT=5 \
+        "$FR" 1 1 > "$LOG/old.out" 2>&1 &
+    OLD=$!
+    sleep 0.5
+    for r in 1 2; do
+        ip netns exec $Z env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n RCOLL_RANK=$r \
+            RCOLL_SECRET=0123456789abcdef0123456789abcdef RCOLL_TRANSPORTS=tcp \
+            "$FR" 300 3 65536 > "$LOG/r$r.out" 2>&1 &
+        PIDS="$PIDS $!"
+    done
+    # the listening sockets in both hosts while the job forms (only our
+    # ranks listen there): bound to the chosen address only
+    for k in $(seq 1 20); do
+        ip netns exec $A ss -Hltn 2> /dev/null; ip netns exec $Z ss -Hltn 2> /dev/null
+        sleep 0.05
+    done | awk '{print $4}' | sort -u > "$LOG/listen.out"
+    wait_all "$(plus $t0 60)"
+    took=$(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }")
+    wait $OLD 2> /dev/null; kill $SP 2> /dev/null; wait $SP 2> /dev/null
+    cat "$LOG/strangers.out"
+    for r in 0 1 2; do
+        last=$(tail -n 1 "$LOG/r$r.out"); echo "rank $r: $last"
+        case $last in DONE*) ;; *) bad=1 ;; esac
+    done
+    echo "the other job's rank: $(tail -n 1 "$LOG/old.out")"
+    grep -q "ERROR init .*\(secret\|handshake\|refused\)" "$LOG/old.out" || { echo "the old-secret rank was not refused"; bad=1; }
+    drops=$(grep -h "dropped a connection" "$LOG"/r0.out | wc -l)
+    echo "rank 0 (the root) dropped $drops connections; the job took $took s with 4 half-open strangers held"
+    [ "$drops" -ge 3 ] || { echo "expected the root to drop the strangers"; bad=1; }
+    awk "BEGIN { exit !($took < 8) }" || { echo "the job stalled behind the strangers (${took} s)"; bad=1; }
+    echo "listening sockets seen while the job formed: $(tr '\n' ' ' < "$LOG/listen.out")"
+    [ -s "$LOG/listen.out" ] || { echo "saw no listening socket at all"; bad=1; }
+    if grep -Eq '^(0\.0\.0\.0|\*|\[::\]):[0-9]' "$LOG/listen.out"; then
+        echo "a rank listens on every interface"; bad=1
+    fi
+    [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    [ $bad = 0 ] ;;
 *)
-    echo "usage: run.sh BUILDDIR kill|stop|netem|cut|corrupt ..."; exit 2 ;;
+    echo "usage: run.sh BUILDDIR kill|stop|netem|cut|corrupt|strangers ..."; exit 2 ;;
 esac

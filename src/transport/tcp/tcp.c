@@ -591,23 +591,27 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                 ctx->nsocks);
     /* full mesh among our peers: accept everything from lower ranks, then
      * connect to higher ones (no cycle, so no deadlock) */
+    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    if (!acc) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        goto err;
+    }
+    rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
+                        "tcp");
     for (int got = 0; got < lower * ctx->nsocks;) {
-        int fd;
+        int fd, ready;
         tcp_hello_t h;
-        st = rcoll_sock_accept(ctx->listen_fd, deadline, &fd);
+        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
         if (st != RCOLL_OK) {
             st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
                                   "connections from lower ranks arrived: %s",
                                   r, got, lower * ctx->nsocks,
                                   rcoll_last_error());
-            goto err;
+            break;
         }
-        st = rcoll_sock_auth_accept(fd, p->secret, &h, sizeof(h), deadline);
-        if (st != RCOLL_OK || h.magic != TCP_HELLO_MAGIC || h.rank < 0 ||
-            h.rank >= r || !use[h.rank] || h.idx < 0 ||
-            h.idx >= ctx->nsocks) {
-            rcoll_warn("tcp: rank %d dropped a connection: %s", r,
-                       st != RCOLL_OK ? rcoll_last_error() : "bad hello");
+        if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
+            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
+            rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
             close(fd);
             continue;
         }
@@ -623,13 +627,17 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                 "%d): set them the same on every rank", r, h.rank,
                 ctx->nsocks, h.nsocks, p->chunk_size,
                 (unsigned long long)h.chunk_size, p->nslots, h.nslots);
-            goto err;
+            break;
         }
         st = tcp_sock_setup(ctx, h.rank, h.idx, fd);
         if (st != RCOLL_OK)
-            goto err;
+            break;
         got++;
     }
+    rcoll_acceptor_fini(acc);
+    free(acc);
+    if (st != RCOLL_OK)
+        goto err;
     for (int peer = r + 1; peer < n; peer++) {
         for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
