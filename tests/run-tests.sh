@@ -101,6 +101,10 @@ for tl in tcp shm; do
 done
 t "faults: link cut, short survived, long named" 300 bash "$S/tests/faults/run.sh" "$B" cut tcp
 t "faults: bit flips after TCP, RCOLL_CHECKSUM" 300 bash "$S/tests/faults/run.sh" "$B" corrupt tcp
+for tl in shm tcp; do
+    t "footprint: 1000 communicators, no fd/thread/RSS growth, $tl" 300 env RCOLL_TRANSPORTS=$tl \
+        "$RUN" -n 2 "$B/tests/test_many_comms" 1000
+done
 t "security: strangers at the root are dropped, job undisturbed" 120 bash "$S/tests/faults/run.sh" "$B" strangers
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do

@@ -5,15 +5,18 @@
 #include "transport/transport.h"
 #include "util/params.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rcoll-info [-v] [-c] [-a] [-t] [-h]\n"
+    fprintf(f, "usage: rcoll-info [-v] [-c] [-a] [-t] [-m [N]] [-h]\n"
                "  (no option)  everything below\n"
                "  -v  version and build configuration\n"
                "  -t  transports compiled in, and whether usable here\n"
                "  -a  algorithms per collective (RCOLL_ALGO values)\n"
+               "  -m  memory, threads and descriptors per communicator of N\n"
+               "      ranks (default 8) with the current settings\n"
                "  -c  every RCOLL_* parameter: value, default, doc\n");
 }
 
@@ -79,6 +82,35 @@ static void algorithms(void)
         printf("  %-15s %-19s %s\n", coll_kind_name(a->kind), a->name, a->doc);
 }
 
+static void footprint(int n)
+{
+    size_t chunk = rcoll_config.chunk_size, worst = 0;
+    int ns = rcoll_config.nslots;
+    printf("memory per communicator of %d ranks (RCOLL_CHUNK_SIZE=%zu, "
+           "RCOLL_NSLOTS=%d), the most one rank allocates:\n", n, chunk, ns);
+    for (int i = 0; rcoll_transports[i]; i++) {
+        const rcoll_tl_ops_t *t = rcoll_transports[i];
+        char what[256] = "";
+        if (!t->peer_bytes)
+            continue;
+        size_t b = t->peer_bytes(chunk, ns, what, sizeof(what));
+        printf("  %-4s %10.2f MiB per peer, %10.2f MiB for %d peers: %s\n",
+               t->name, b / 1048576.0, b * (double)(n - 1) / 1048576.0,
+               n - 1, what);
+        if (b > worst)
+            worst = b;
+    }
+    printf("  bound: %.2f MiB (every peer on the costliest transport), plus "
+           "a few KiB of state per peer\n", worst * (double)(n - 1) / 1048576.0);
+    printf("threads: 1 progress thread per communicator; 1 per process for "
+           "RCOLL_DUMP_SIGNAL; 1 bootstrap root while a unique id is "
+           "joined (rcoll_get_unique_id / rank 0)\n");
+    printf("descriptors per communicator: an epoll and an eventfd; tcp: "
+           "RCOLL_TCP_NSOCKS per peer; shm: one pidfd per peer; ib: a "
+           "completion channel and an rdma_cm event channel; the bootstrap "
+           "ring: 2\n");
+}
+
 static void params(void)
 {
     printf("parameters (environment):\n");
@@ -93,7 +125,7 @@ static void params(void)
 
 int main(int argc, char **argv)
 {
-    int v = 0, t = 0, a = 0, c = 0;
+    int v = 0, t = 0, a = 0, c = 0, m = 0, mn = 8;
     if (rcoll_config_init() != RCOLL_OK)
         fprintf(stderr, "rcoll-info: warning: %s\n", rcoll_last_error());
     for (int i = 1; i < argc; i++) {
@@ -101,6 +133,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-t")) t = 1;
         else if (!strcmp(argv[i], "-a")) a = 1;
         else if (!strcmp(argv[i], "-c")) c = 1;
+        else if (!strcmp(argv[i], "-m")) {
+            m = 1;
+            if (i + 1 < argc && atoi(argv[i + 1]) > 0)
+                mn = atoi(argv[++i]);
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -109,11 +146,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!v && !t && !a && !c)
-        v = t = a = c = 1;
+    if (!v && !t && !a && !c && !m)
+        v = t = a = c = m = 1;
     if (v) version();
     if (t) transports();
     if (a) algorithms();
+    if (m) footprint(mn);
     if (c) params();
     return 0;
 }

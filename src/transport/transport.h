@@ -115,6 +115,10 @@ typedef struct rcoll_tl_ops {
     void (*mem_dereg)(rcoll_tl_ctx_t *ctx, void *h);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
+    /* For rcoll-info -m: the bytes this rank allocates per peer it serves
+     * with these settings (the bound of its memory per communicator), and
+     * what they are. */
+    size_t (*peer_bytes)(size_t chunk, int nslots, char *what, size_t len);
 } rcoll_tl_ops_t;
 
 /* All transports compiled in, NULL-terminated. */

@@ -1605,6 +1605,16 @@ static void ib_describe(FILE *f)
         ibv_free_device_list(list);
 }
 
+static size_t ib_peer_bytes(size_t chunk, int nslots, char *what, size_t len)
+{
+    size_t stride = (IB_HDR + chunk + 63) & ~(size_t)63;
+    size_t ring = (size_t)nslots * stride + IB_CTRL;
+    int q = rcoll_config.ib_qps_per_peer;
+    snprintf(what, len, "%d QP(s) x (receive ring + send staging) of %zu "
+             "bytes, registered (locked) memory", q, ring);
+    return (size_t)q * 2 * ring;
+}
+
 const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .name = "ib",
     .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
@@ -1621,4 +1631,5 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .mem_reg = ib_mem_reg,
     .mem_dereg = ib_mem_dereg,
     .describe = ib_describe,
+    .peer_bytes = ib_peer_bytes,
 };

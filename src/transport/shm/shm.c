@@ -716,6 +716,15 @@ static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     free(ctx);
 }
 
+static size_t shm_peer_bytes(size_t chunk, int nslots, char *what,
+                             size_t len)
+{
+    snprintf(what, len, "a receive ring of %d slots in this rank's "
+             "/dev/shm segment (the peer maps it too: shared, not copied)",
+             nslots);
+    return shm_ring_bytes(SHM_CL + SHM_ALIGN(chunk), nslots);
+}
+
 const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .name = "shm",
     .doc = "shared memory between ranks of one host (POSIX segments, "
@@ -731,4 +740,5 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .wait = shm_wait,
     .kick = shm_kick,
     .ctx_destroy = shm_ctx_destroy,
+    .peer_bytes = shm_peer_bytes,
 };

@@ -738,6 +738,15 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     free(ctx);
 }
 
+static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
+                             size_t len)
+{
+    int k = rcoll_config.tcp_nsocks;
+    snprintf(what, len, "%d socket(s) x %d receive slots (malloc, on first "
+             "use); sends go from the caller's buffer", k, nslots);
+    return (size_t)k * (size_t)nslots * chunk;
+}
+
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .name = "tcp",
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
@@ -750,4 +759,5 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .progress = NULL,
     .idle = tcp_idle,
     .ctx_destroy = tcp_ctx_destroy,
+    .peer_bytes = tcp_peer_bytes,
 };
