@@ -15,6 +15,11 @@
 #define BOOT_VERSION 1
 #define HELLO_ROOT   1
 #define HELLO_RING   2
+/* a word before each bootstrap ring block: data follows, or a failure
+ * notice (BOOT_NOTICE_LEN bytes) */
+#define BOOT_DATA   0x62646174U /* "bdat" */
+#define BOOT_NOTICE 0x62666c74U /* "bflt" */
+#define BOOT_NOTICE_LEN 256
 
 typedef struct {
     uint32_t purpose;
@@ -113,7 +118,6 @@ rcoll_status_t rcoll_boot_table_check(rcoll_boot_peer_t *peers, int nranks)
 
 /* The root's answer to each joined rank: a status word, then the table
  * (status 0) or a failure notice naming the rank(s) at fault. */
-#define BOOT_NOTICE_LEN 256
 typedef struct {
     uint32_t magic;
     int32_t status;     /* 0 or an rcoll_status_t */
@@ -130,6 +134,30 @@ static void root_fail(int nranks, const int *fds, rcoll_status_t st,
         if (fds[i] >= 0 &&
             rcoll_sock_send_all(fds[i], &a, sizeof(a), deadline) == RCOLL_OK)
             rcoll_sock_send_all(fds[i], notice, sizeof(notice), deadline);
+}
+
+/* After giving up: ranks still in their handshake (or arriving in the
+ * next second) are told too, instead of finding the door shut. */
+static void root_fail_late(rcoll_acceptor_t *acc, rcoll_status_t st,
+                           const char *msg, uint32_t info_size)
+{
+    double dl = rcoll_time_sec() + 1.0;
+    for (;;) {
+        int fd, ready;
+        boot_hello_t h;
+        if (rcoll_acceptor_next(acc, dl, &h, &fd, NULL, 0, &ready) !=
+            RCOLL_OK)
+            return;
+        char *info = info_size && info_size <= 4096 ? malloc(info_size) : NULL;
+        if (h.purpose == HELLO_ROOT && info &&
+            h.info_size == info_size &&
+            rcoll_sock_recv_all(fd, info, info_size, dl) == RCOLL_OK) {
+            int tmp = fd;
+            root_fail(1, &tmp, st, msg, dl);
+        }
+        free(info);
+        close(fd);
+    }
 }
 
 /* "rank 3 (host pid 42)" from a joined rank's info, when it is a peer
@@ -203,6 +231,7 @@ static void *root_thread(void *arg)
             fds[r] = -1;
             root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
                       rcoll_time_sec() + 2.0);
+            root_fail_late(acc, RCOLL_ERR_REMOTE, msg, info_size);
             goto out;
         }
         if (st == RCOLL_ERR_TIMEOUT) {
@@ -228,6 +257,7 @@ static void *root_thread(void *arg)
                          "started, died, or a different RCOLL_ROOT/size)");
             root_fail(nranks, fds, RCOLL_ERR_TIMEOUT, msg,
                       rcoll_time_sec() + 2.0);
+            root_fail_late(acc, RCOLL_ERR_TIMEOUT, msg, info_size);
             goto out;
         }
         if (st != RCOLL_OK)
@@ -360,6 +390,16 @@ static rcoll_status_t ring_accept(rcoll_bootstrap_t *bs, double deadline)
             close(fd);
             continue;
         }
+        uint32_t w = BOOT_DATA; /* go on: no failure to report */
+        st = rcoll_sock_send_all(fd, &w, sizeof(w), deadline);
+        if (st != RCOLL_OK) {
+            close(fd);
+            st = rcoll__set_error(st, "bootstrap: rank %d (%s pid %d) "
+                                  "closed its ring connection to rank %d",
+                                  prev, bs->peers[prev].hostname,
+                                  (int)bs->peers[prev].pid, bs->rank);
+            break;
+        }
         bs->prev_fd = fd;
         break;
     }
@@ -378,6 +418,22 @@ static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
     if (st == RCOLL_OK)
         st = rcoll_sock_auth_connect(bs->next_fd, bs->secret, &h, sizeof(h),
                                      deadline);
+    uint32_t w = 0;
+    if (st == RCOLL_OK)
+        st = rcoll_sock_recv_all(bs->next_fd, &w, sizeof(w), deadline);
+    if (st == RCOLL_OK && w == BOOT_NOTICE) {
+        /* the next rank failed before us and says why */
+        char notice[BOOT_NOTICE_LEN];
+        st = rcoll_sock_recv_all(bs->next_fd, notice, sizeof(notice),
+                                 rcoll_time_sec() + 2.0);
+        if (st == RCOLL_OK) {
+            notice[sizeof(notice) - 1] = '\0';
+            return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told by "
+                                    "rank %d)", notice, bs->rank, next);
+        }
+    } else if (st == RCOLL_OK && w != BOOT_DATA) {
+        st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad ring word %08x", w);
+    }
     if (st != RCOLL_OK)
         return rcoll__set_error(st, "bootstrap: rank %d cannot connect to "
                                 "rank %d at %s: %s", bs->rank, next,
@@ -385,6 +441,62 @@ static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
                                                     a, sizeof(a)),
                                 rcoll_last_error());
     return RCOLL_OK;
+}
+
+static void ring_notice(rcoll_bootstrap_t *bs, const char *msg);
+
+/* The ring could not form here: tell the neighbours why, for up to 1.5 s,
+ * so that they report this root cause instead of "rank X closed": the
+ * next rank over our connection to it (made now if need be; it reads the
+ * notice where it expects data), the previous one when it connects (it
+ * reads the notice where it expects the go-ahead). */
+static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
+{
+    double dl = rcoll_time_sec() + 1.5;
+    int next = (bs->rank + 1) % bs->nranks;
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    if (bs->next_fd < 0 && next != bs->rank) {
+        boot_hello_t h = {HELLO_RING, bs->rank, bs->nranks, 0};
+        uint32_t w;
+        int fd;
+        if (rcoll_sock_connect(&bs->peers[next].boot_addr, dl, &fd) ==
+            RCOLL_OK) {
+            if (rcoll_sock_auth_connect(fd, bs->secret, &h, sizeof(h), dl) ==
+                    RCOLL_OK &&
+                rcoll_sock_recv_all(fd, &w, sizeof(w), dl) == RCOLL_OK &&
+                w == BOOT_DATA)
+                bs->next_fd = fd;
+            else
+                close(fd);
+        }
+    }
+    ring_notice(bs, msg);
+    if (bs->prev_fd < 0 && bs->listen_fd >= 0) {
+        rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+        if (!acc)
+            return;
+        rcoll_acceptor_init(acc, bs->listen_fd, bs->secret,
+                            sizeof(boot_hello_t), "bootstrap ring");
+        for (;;) {
+            int fd, ready;
+            boot_hello_t h;
+            if (rcoll_acceptor_next(acc, dl, &h, &fd, NULL, 0, &ready) !=
+                RCOLL_OK)
+                break;
+            if (h.purpose == HELLO_RING && h.rank == prev) {
+                uint32_t w = BOOT_NOTICE;
+                char notice[BOOT_NOTICE_LEN] = {0};
+                snprintf(notice, sizeof(notice), "%s", msg);
+                if (rcoll_sock_send_all(fd, &w, sizeof(w), dl) == RCOLL_OK)
+                    rcoll_sock_send_all(fd, notice, sizeof(notice), dl);
+                close(fd);
+                break;
+            }
+            close(fd);
+        }
+        rcoll_acceptor_fini(acc);
+        free(acc);
+    }
 }
 
 rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
@@ -507,8 +619,13 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
             if (st == RCOLL_OK)
                 st = ring_accept(bs, deadline);
         }
-        if (st != RCOLL_OK)
+        if (st != RCOLL_OK) {
+            char why[BOOT_NOTICE_LEN];
+            snprintf(why, sizeof(why), "%s", rcoll_last_error());
+            ring_tell(bs, why); /* it overwrites the last error */
+            st = rcoll__set_error(st, "%s", why);
             goto err;
+        }
     }
     return RCOLL_OK;
 err:
@@ -520,8 +637,6 @@ err:
  * BOOT_NOTICE followed by a failure notice that the rank which saw the
  * failure first sends forward, so that every rank names the root cause
  * (the rank that died), not merely its neighbour. */
-#define BOOT_DATA   0x62646174U /* "bdat" */
-#define BOOT_NOTICE 0x62666c74U /* "bflt" */
 
 static void ring_notice(rcoll_bootstrap_t *bs, const char *msg)
 {
@@ -549,12 +664,36 @@ rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
         if (st == RCOLL_OK)
             st = rcoll_sock_send_all(bs->next_fd, b + (size_t)sb * size, size,
                                      deadline);
-        if (st != RCOLL_OK)
+        if (st != RCOLL_OK) {
+            /* the next rank is gone; if it failed because of another one,
+             * that news comes round the ring from our previous rank */
+            char notice[BOOT_NOTICE_LEN];
+            uint32_t w2 = 0;
+            double dl = rcoll_time_sec() + 1.0;
+            rcoll_status_t st2 = rcoll_sock_recv_all(bs->prev_fd, &w2,
+                                                     sizeof(w2), dl);
+            while (st2 == RCOLL_OK && w2 == BOOT_DATA) { /* skip data */
+                char *skip = malloc(size);
+                st2 = skip ? rcoll_sock_recv_all(bs->prev_fd, skip, size, dl)
+                           : RCOLL_ERR_NO_MEMORY;
+                free(skip);
+                if (st2 == RCOLL_OK)
+                    st2 = rcoll_sock_recv_all(bs->prev_fd, &w2, sizeof(w2),
+                                              dl);
+            }
+            if (st2 == RCOLL_OK && w2 == BOOT_NOTICE &&
+                rcoll_sock_recv_all(bs->prev_fd, notice, sizeof(notice),
+                                    dl) == RCOLL_OK) {
+                notice[sizeof(notice) - 1] = '\0';
+                return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told "
+                                        "by rank %d)", notice, r, prev);
+            }
             return rcoll__set_error(st, "bootstrap all-gather: rank %d, step "
                                     "%d: sending to rank %d (%s pid %d): %s",
                                     r, s, next, bs->peers[next].hostname,
                                     (int)bs->peers[next].pid,
                                     rcoll_last_error());
+        }
         st = rcoll_sock_recv_all(bs->prev_fd, &w, sizeof(w), deadline);
         if (st == RCOLL_OK && w == BOOT_NOTICE) {
             char notice[BOOT_NOTICE_LEN];

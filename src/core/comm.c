@@ -226,19 +226,23 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
                 ms = 0; /* it found work while arming its events */
                 progressed = 1;
             }
+    int slept = 0;
     if (ms > 0 && c->wait_tl >= 0) {
         /* a transport without fds (shared memory) waits on its own futex;
          * with sockets as well, in short slices between looks at them */
         int w = c->ntls > 1 ? 1 : ms;
         c->tls[c->wait_tl]->wait(c->tl_ctxs[c->wait_tl], w);
         ms = 0;
+        slept = 1;
         progressed = 1; /* no yield below: we just slept */
     }
     /* With shared memory only, the fds (pidfds, the wake-up eventfd) say
      * nothing urgent: while polling, look at them every 64th turn only, a
-     * system call saved per turn. */
+     * system call saved per turn; but after every sleep, or a death seen
+     * by a pidfd waited for 64 sleeps (6.4 s) */
     int n = 0;
-    if (ms > 0 || c->wait_tl < 0 || c->ntls > 1 || (++c->spin_turns & 63) == 0)
+    if (ms > 0 || slept || c->wait_tl < 0 || c->ntls > 1 ||
+        (++c->spin_turns & 63) == 0)
         n = epoll_wait(c->epfd, evs, 64, ms);
     /* give the core away between looks: a peer, ours or not, may need it
      * (spinning with pause instead made an 8-byte all-reduce of 2 ranks

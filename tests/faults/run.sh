@@ -145,6 +145,11 @@ kill)
         if [ -n "$HUNG" ]; then
             bad=$((bad + 1)); echo "trial $i: HANG (still running 15 s after the kill): $HUNG"
         fi
+        if [ $bad != "${bad_before:-0}" ]; then # keep the logs of a bad trial
+            mkdir -p "$LOG/trial$i" && cp "$LOG"/r*.out "$LOG/trial$i/"
+            echo "  (its logs: $LOG/trial$i; victim $victim killed at $tk)"
+        fi
+        bad_before=$bad
     done
     after=$(shm_left)
     lagmax=$(echo $lags | tr ' ' '\n' | sort -g | tail -n 1)
