@@ -137,11 +137,12 @@ static void root_fail(int nranks, const int *fds, rcoll_status_t st,
 }
 
 /* After giving up: ranks still in their handshake (or arriving in the
- * next second) are told too, instead of finding the door shut. */
+ * next 2.5 s: a loaded host starts them late) are told too, instead of
+ * finding the door shut. */
 static void root_fail_late(rcoll_acceptor_t *acc, rcoll_status_t st,
                            const char *msg, uint32_t info_size)
 {
-    double dl = rcoll_time_sec() + 1.0;
+    double dl = rcoll_time_sec() + 2.5;
     for (;;) {
         int fd, ready;
         boot_hello_t h;
@@ -582,7 +583,7 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                      rcoll_time_sec() + 5.0);
             notice[sizeof(notice) - 1] = '\0';
             close(fd);
-            roots_wait(3.0); /* a root in this process finishes telling */
+            roots_wait(4.0); /* a root in this process finishes telling */
             st = rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
                                                  : st,
                                   "%s (rank %d, told by the root)",
