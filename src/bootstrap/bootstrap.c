@@ -123,6 +123,53 @@ typedef struct {
     int32_t status;     /* 0 or an rcoll_status_t */
 } boot_answer_t;
 
+/* The last root of this process that gave up, by its port: a rank of
+ * this process that comes too late to be told (the listener is closed)
+ * reads the reason here instead of "connection refused". */
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+static rcoll_sockaddr_t failed_addr; /* family 0: none */
+static rcoll_status_t failed_st;
+static char failed_msg[BOOT_NOTICE_LEN];
+
+static rcoll_sockaddr_t fd_addr(int fd)
+{
+    rcoll_sockaddr_t a;
+    socklen_t l = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    if (getsockname(fd, &a.sa, &l) != 0)
+        a.sa.sa_family = 0;
+    return a;
+}
+
+static int same_addr(const rcoll_sockaddr_t *x, const rcoll_sockaddr_t *y)
+{
+    if (x->sa.sa_family != y->sa.sa_family || x->sa.sa_family == 0)
+        return 0;
+    if (x->sa.sa_family == AF_INET)
+        return x->sin.sin_port == y->sin.sin_port &&
+               x->sin.sin_addr.s_addr == y->sin.sin_addr.s_addr;
+    return x->sin6.sin6_port == y->sin6.sin6_port &&
+           !memcmp(&x->sin6.sin6_addr, &y->sin6.sin6_addr, 16);
+}
+
+static void root_record(const rcoll_sockaddr_t *addr, rcoll_status_t st,
+                        const char *msg)
+{
+    pthread_mutex_lock(&failed_lock);
+    failed_addr = *addr;
+    failed_st = st;
+    snprintf(failed_msg, sizeof(failed_msg), "%s", msg ? msg : "");
+    pthread_mutex_unlock(&failed_lock);
+}
+
+static int root_gave_up(const rcoll_sockaddr_t *root)
+{
+    pthread_mutex_lock(&failed_lock);
+    int r = same_addr(&failed_addr, root);
+    pthread_mutex_unlock(&failed_lock);
+    return r;
+}
+
 static void root_fail(int nranks, const int *fds, rcoll_status_t st,
                       const char *msg, double deadline)
 {
@@ -208,6 +255,11 @@ static void *root_thread(void *arg)
         goto out;
     rcoll_acceptor_init(acc, a->listen_fd, a->secret, sizeof(boot_hello_t),
                         "bootstrap root");
+    rcoll_sockaddr_t port = fd_addr(a->listen_fd);
+    pthread_mutex_lock(&failed_lock);
+    if (same_addr(&failed_addr, &port))
+        failed_addr.sa.sa_family = 0; /* a new root there: old news */
+    pthread_mutex_unlock(&failed_lock);
     while (nranks < 0 || joined < nranks) {
         int fd, nw = 0, ready = -1;
         boot_hello_t h;
@@ -230,6 +282,7 @@ static void *root_thread(void *arg)
                      "was killed)", who, nranks);
             close(fds[r]);
             fds[r] = -1;
+            root_record(&port, RCOLL_ERR_REMOTE, msg);
             root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
                       rcoll_time_sec() + 2.0);
             root_fail_late(acc, RCOLL_ERR_REMOTE, msg, info_size);
@@ -256,6 +309,7 @@ static void *root_thread(void *arg)
             if (off < (int)sizeof(msg))
                 snprintf(msg + off, sizeof(msg) - (size_t)off, " (not "
                          "started, died, or a different RCOLL_ROOT/size)");
+            root_record(&port, RCOLL_ERR_TIMEOUT, msg);
             root_fail(nranks, fds, RCOLL_ERR_TIMEOUT, msg,
                       rcoll_time_sec() + 2.0);
             root_fail_late(acc, RCOLL_ERR_TIMEOUT, msg, info_size);
@@ -544,8 +598,28 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
      * communicator's root on a reused RCOLL_ROOT port): try again */
     boot_hello_t h = {HELLO_ROOT, rank, nranks, sizeof(me)};
     for (;;) {
-        st = rcoll_sock_connect(root, deadline, &fd);
+        /* in slices of 0.5 s: between them, a root of this process that
+         * gave up meanwhile is noticed (it no longer listens) */
+        double slice = RCOLL_MIN(deadline, rcoll_time_sec() + 0.5);
+        st = rcoll_sock_connect(root, slice, &fd);
+        if (st == RCOLL_ERR_TIMEOUT && rcoll_time_sec() < deadline &&
+            !root_gave_up(root))
+            continue;
         if (st != RCOLL_OK) {
+            char why[BOOT_NOTICE_LEN] = "";
+            rcoll_status_t wst = RCOLL_OK;
+            pthread_mutex_lock(&failed_lock);
+            if (same_addr(&failed_addr, root)) {
+                wst = failed_st;
+                snprintf(why, sizeof(why), "%s", failed_msg);
+            }
+            pthread_mutex_unlock(&failed_lock);
+            if (wst != RCOLL_OK) {
+                st = rcoll__set_error(wst, "%s (rank %d: the root in this "
+                                      "process gave up before it joined)",
+                                      why, rank);
+                goto err;
+            }
             st = rcoll__set_error(st, "bootstrap: rank %d cannot reach "
                                   "rank 0 (the root) at %s: %s", rank,
                                   rcoll_sock_addr_str(root, a, sizeof(a)),
