@@ -127,6 +127,9 @@ int main(int argc, char **argv)
             printf("ERROR %d %.3f %s: %s\n", it, epoch(),
                    rcoll_status_string(st), rcoll_last_error());
             rcoll_comm_destroy(c);
+            free(sb);
+            free(rb);
+            free(ex);
             return 3;
         }
         wrong = ref_count_wrong(rb, ex, check, dt);
@@ -135,10 +138,16 @@ int main(int argc, char **argv)
                    "differ\n", it, names[k], (int)dt, (int)op, cnt, wrong,
                    check);
             rcoll_comm_destroy(c);
+            free(sb);
+            free(rb);
+            free(ex);
             return 4;
         }
     }
     rcoll_comm_destroy(c);
+    free(sb);
+    free(rb);
+    free(ex);
     printf("DONE %d collectives %.3f\n", iters, epoch());
     return 0;
 }
