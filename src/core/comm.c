@@ -1058,7 +1058,9 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         /* take the engine over from the progress thread */
         pthread_mutex_lock(&c->lock);
-        c->waiters++;
+        /* atomic: the progress thread reads it without the lock (its half
+         * of the handshake below; TSan saw the plain increment race) */
+        __atomic_add_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&c->lock);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (__atomic_load_n(&c->in_epoll, __ATOMIC_SEQ_CST))
@@ -1068,7 +1070,7 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
             engine_turn(c, &spin_until, 100, 100);
         pthread_mutex_unlock(&c->engine);
         pthread_mutex_lock(&c->lock);
-        c->waiters--;
+        __atomic_sub_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
         /* requests left for the thread to drive: wake it now */
         if (c->waiters == 0 && (c->qhead || c->stop))
             pthread_cond_signal(&c->idle_cond);
