@@ -468,8 +468,19 @@ static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
     int next = (bs->rank + 1) % bs->nranks;
     boot_hello_t h = {HELLO_RING, bs->rank, bs->nranks, 0};
     char a[128];
-    rcoll_status_t st = rcoll_sock_connect(&bs->peers[next].boot_addr, deadline,
-                                           &bs->next_fd);
+    /* its listener was up before it joined the rendezvous: a refused
+     * connection means it died, so no retrying until the deadline (1 s
+     * covers a full accept queue) */
+    rcoll_status_t st = rcoll_sock_connect(
+        &bs->peers[next].boot_addr, RCOLL_MIN(deadline, rcoll_time_sec() + 1.0),
+        &bs->next_fd);
+    if (st != RCOLL_OK)
+        return rcoll__set_error(st == RCOLL_ERR_TIMEOUT ? RCOLL_ERR_REMOTE : st,
+                                "bootstrap: rank %d cannot connect to rank %d "
+                                "(%s pid %d), which was listening: it died or "
+                                "was killed (%s)", bs->rank, next,
+                                bs->peers[next].hostname,
+                                (int)bs->peers[next].pid, rcoll_last_error());
     if (st == RCOLL_OK)
         st = rcoll_sock_auth_connect(bs->next_fd, bs->secret, &h, sizeof(h),
                                      deadline);
@@ -507,7 +518,8 @@ static void ring_notice(rcoll_bootstrap_t *bs, const char *msg);
  * reads the notice where it expects the go-ahead). */
 static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
 {
-    double dl = rcoll_time_sec() + 1.5;
+    /* forward: a short try (the next rank may be the dead one) */
+    double dl = rcoll_time_sec() + 0.3;
     int next = (bs->rank + 1) % bs->nranks;
     int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
     if (bs->next_fd < 0 && next != bs->rank) {
@@ -526,6 +538,7 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
         }
     }
     ring_notice(bs, msg);
+    dl = rcoll_time_sec() + 1.5; /* backward: the previous rank's connect */
     if (bs->prev_fd < 0 && bs->listen_fd >= 0) {
         rcoll_acceptor_t *acc = malloc(sizeof(*acc));
         if (!acc)

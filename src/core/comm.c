@@ -740,7 +740,12 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     }
     st = open_transports(c, secret);
     if (st != RCOLL_OK) {
-        close_transports(c, 1, NULL);
+        /* the peers already connected learn why (the root cause, when the
+         * bootstrap named one), not merely that this rank aborted */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", rcoll_last_error());
+        close_transports(c, 1, why);
+        rcoll__set_error(st, "%s", why);
         goto err;
     }
     c->env.rank = rank;

@@ -395,6 +395,8 @@ rcoll_status_t rcoll_sock_recv_all(int fd, void *buf, size_t len,
 }
 
 #define AUTH_MAGIC 0x72636f6c6c617531ULL /* "rcollau1" */
+/* what an acceptor sends instead of its proof when our MAC is wrong */
+#define AUTH_REFUSED 0x6465737566657221ULL /* "!refused" */
 
 rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
                                        const void *hello, size_t hlen,
@@ -419,7 +421,15 @@ rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
     if (st != RCOLL_OK)
         return st;
     st = rcoll_sock_recv_all(fd, &ok, sizeof(ok), deadline);
+    /* an acceptor that rejects our MAC says so (AUTH_REFUSED) before it
+     * closes; a connection that just ends means the acceptor went away
+     * (died) in the middle of the handshake */
     if (st != RCOLL_OK)
+        return rcoll__set_error(st == RCOLL_ERR_TIMEOUT ? st : RCOLL_ERR_REMOTE,
+                                "the peer closed the connection in the "
+                                "middle of the handshake (it died or was "
+                                "killed?)");
+    if (ok == AUTH_REFUSED)
         return rcoll__set_error(RCOLL_ERR_AUTH,
                                 "the peer refused our handshake (is the "
                                 "secret / unique id the same on all ranks?)");
@@ -457,10 +467,15 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
                                 "connecting process: %s", rcoll_last_error());
     memcpy(&mac, msg + 16 + hlen, 8);
     expect = rcoll_siphash(secret, msg, 16 + hlen) ^ AUTH_MAGIC;
-    if (mac != expect)
+    if (mac != expect) {
+        uint64_t no = AUTH_REFUSED;
+        if (send(fd, &no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+            /* it learns from the close instead */
+        }
         return rcoll__set_error(RCOLL_ERR_AUTH,
                                 "handshake: a connection presented a wrong "
                                 "secret; dropped");
+    }
     uint8_t m2[10] = {'o', 'k'};
     memcpy(m2 + 2, &mac, 8);
     uint64_t ok = rcoll_siphash(secret, m2, sizeof(m2));
@@ -536,6 +551,10 @@ static int acceptor_read(rcoll_acceptor_t *a, int i)
     memcpy(&mac, p->msg + 16 + a->hlen, 8);
     expect = rcoll_siphash(a->secret, p->msg, 16 + a->hlen) ^ AUTH_MAGIC;
     if (mac != expect) {
+        uint64_t no = AUTH_REFUSED;
+        if (send(p->fd, &no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+            /* it learns from the close instead */
+        }
         acceptor_drop(a, i, "it presented a wrong secret (another job, or "
                             "not rcoll)");
         return -1;

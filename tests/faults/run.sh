@@ -108,7 +108,7 @@ kill)
     for i in $(seq 1 "$trials"); do
         victim=$((RANDOM % n)); iters=$((10 + RANDOM % 300))
         # a fifth of the trials kill during bootstrap or connection setup
-        if [ $((RANDOM % 5)) = 0 ]; then delay=$((RANDOM % 150)); else delay=$((RANDOM % 1500)); fi
+        if [ $((RANDOM % 100)) -lt ${FAULT_EARLY_PCT:-20} ]; then delay=$((RANDOM % 150)); else delay=$((RANDOM % 1500)); fi
         start $n "$tl" $iters $i 262144 RCOLL_TIMEOUT=5
         sleep "$(awk "BEGIN { print $delay / 1000 }")"
         vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))

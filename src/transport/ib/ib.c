@@ -1420,7 +1420,14 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    ib_ctx_destroy(ctx, 1, NULL);
+    {
+        /* the peers connected so far learn why; the abort's own sends
+         * must not overwrite the error the caller reports */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", rcoll_last_error());
+        ib_ctx_destroy(ctx, 1, why);
+        rcoll__set_error(st, "%s", why);
+    }
     return st;
 }
 

@@ -603,9 +603,25 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         tcp_hello_t h;
         st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
         if (st != RCOLL_OK) {
+            /* name the ranks that did not connect: the culprits */
+            char miss[256] = "";
+            size_t off = 0;
+            for (int q = 0; q < r && off < sizeof(miss) - 16; q++) {
+                if (!use[q] || !ctx->eps[q])
+                    continue;
+                for (int k = 0; k < ctx->nsocks; k++)
+                    if (ctx->eps[q]->socks[k].fd < 0) {
+                        off += (size_t)snprintf(miss + off, sizeof(miss) - off,
+                                                " rank %d (%s pid %d)", q,
+                                                p->bs->peers[q].hostname,
+                                                (int)p->bs->peers[q].pid);
+                        break;
+                    }
+            }
             st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
-                                  "connections from lower ranks arrived: %s",
-                                  r, got, lower * ctx->nsocks,
+                                  "connections from lower ranks arrived; "
+                                  "missing from:%s: %s", r, got,
+                                  lower * ctx->nsocks, miss,
                                   rcoll_last_error());
             break;
         }
@@ -643,7 +659,11 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
                              p->chunk_size, p->nslots, 0};
-            st = rcoll_sock_connect(&addrs[peer], deadline, &fd);
+            /* its listener was up before the address exchange: refused
+             * means it died (1 s covers a full accept queue) */
+            st = rcoll_sock_connect(&addrs[peer],
+                                    RCOLL_MIN(deadline, rcoll_time_sec() + 1.0),
+                                    &fd);
             if (st == RCOLL_OK) {
                 st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
                                              deadline);
@@ -670,7 +690,14 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    tcp_ctx_destroy(ctx, 1, NULL);
+    {
+        /* the peers connected so far learn why; the abort's own sends
+         * must not overwrite the error the caller reports */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", rcoll_last_error());
+        tcp_ctx_destroy(ctx, 1, why);
+        rcoll__set_error(st, "%s", why);
+    }
     return st;
 }
 
