@@ -471,9 +471,9 @@ static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
     /* its listener was up before it joined the rendezvous: a refused
      * connection means it died, so no retrying until the deadline (1 s
      * covers a full accept queue) */
-    rcoll_status_t st = rcoll_sock_connect(
-        &bs->peers[next].boot_addr, RCOLL_MIN(deadline, rcoll_time_sec() + 1.0),
-        &bs->next_fd);
+    rcoll_status_t st = rcoll_sock_connect_peer(
+        &bs->peers[next].boot_addr, deadline,
+        RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &bs->next_fd);
     if (st != RCOLL_OK)
         return rcoll__set_error(st == RCOLL_ERR_TIMEOUT ? RCOLL_ERR_REMOTE : st,
                                 "bootstrap: rank %d cannot connect to rank %d "
@@ -615,8 +615,9 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
          * gave up meanwhile is noticed (it no longer listens) */
         double slice = RCOLL_MIN(deadline, rcoll_time_sec() + 0.5);
         st = rcoll_sock_connect(root, slice, &fd);
-        if (st == RCOLL_ERR_TIMEOUT && rcoll_time_sec() < deadline &&
-            !root_gave_up(root))
+        /* not there yet, or a SYN lost on a lossy network: try again */
+        if ((st == RCOLL_ERR_TIMEOUT || st == RCOLL_ERR_SYSTEM) &&
+            rcoll_time_sec() < deadline && !root_gave_up(root))
             continue;
         if (st != RCOLL_OK) {
             char why[BOOT_NOTICE_LEN] = "";

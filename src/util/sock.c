@@ -274,6 +274,13 @@ static int poll_until(int fd, short ev, double deadline)
 rcoll_status_t rcoll_sock_connect(const rcoll_sockaddr_t *addr,
                                   double deadline, int *fd_p)
 {
+    return rcoll_sock_connect_peer(addr, deadline, deadline, fd_p);
+}
+
+rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
+                                       double deadline, double refused_until,
+                                       int *fd_p)
+{
     char buf[128];
     int last_err = 0;
     double delay = 0.001;
@@ -303,6 +310,8 @@ rcoll_status_t rcoll_sock_connect(const rcoll_sockaddr_t *addr,
         }
         last_err = errno;
         close(fd);
+        if (last_err == ECONNREFUSED && rcoll_time_sec() >= refused_until)
+            break; /* nobody listens there any more */
         if (last_err != ECONNREFUSED && last_err != ETIMEDOUT &&
             last_err != ECONNRESET && last_err != EHOSTUNREACH &&
             last_err != ENETUNREACH && last_err != EAGAIN)

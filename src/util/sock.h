@@ -38,6 +38,12 @@ rcoll_status_t rcoll_sock_connect(const rcoll_sockaddr_t *addr,
                                   double deadline, int *fd_p);
 /* accept() that waits until `deadline`. */
 rcoll_status_t rcoll_sock_accept(int lfd, double deadline, int *fd_p);
+/* As rcoll_sock_connect, but "connection refused" is retried only until
+ * refused_until (for a peer known to have been listening: refused means it
+ * is gone), while a slow or lossy network is waited out to `deadline`. */
+rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
+                                       double deadline, double refused_until,
+                                       int *fd_p);
 /* Full send/recv of len bytes on a blocking or non-blocking fd, polling up
  * to `deadline`. Return RCOLL_ERR_REMOTE on EOF/reset, _TIMEOUT. */
 rcoll_status_t rcoll_sock_send_all(int fd, const void *buf, size_t len,

@@ -661,9 +661,9 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                              p->chunk_size, p->nslots, 0};
             /* its listener was up before the address exchange: refused
              * means it died (1 s covers a full accept queue) */
-            st = rcoll_sock_connect(&addrs[peer],
-                                    RCOLL_MIN(deadline, rcoll_time_sec() + 1.0),
-                                    &fd);
+            st = rcoll_sock_connect_peer(
+                &addrs[peer], deadline,
+                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
             if (st == RCOLL_OK) {
                 st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
                                              deadline);
