@@ -1,0 +1,29 @@
+"""rcoll backend for torch.distributed.
+
+    import rcoll_torch                      # registers the backend "rcoll"
+    torch.distributed.init_process_group("rcoll")          # or
+    torch.distributed.init_process_group("cpu:rcoll,cuda:nccl")
+
+Every process group (and every new_group) gets its own rcoll communicator,
+whose rendezvous goes through the group's c10d Store.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__version__ = "0.1.0"
+ProcessGroupRcoll = _C.ProcessGroupRcoll
+
+
+def rcoll_version():
+    """The version of the librcoll the backend runs on."""
+    return _C.rcoll_version()
+
+
+def _create_backend(store, rank, world_size, timeout):
+    return _C.ProcessGroupRcoll(store, rank, world_size, timeout)
+
+
+dist.Backend.register_backend("rcoll", _create_backend,
+                              devices=["cpu", "cuda"])

@@ -1,0 +1,800 @@
+/* See ProcessGroupRcoll.hpp for the design. */
+#include "ProcessGroupRcoll.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+#include <torch/extension.h>
+#include <pybind11/chrono.h>
+
+namespace rcoll_torch {
+
+namespace {
+
+/* a failure of rcoll itself: DistBackendError in Python */
+[[noreturn]] void throw_backend(const std::string &msg)
+{
+    C10_THROW_ERROR(DistBackendError, msg);
+}
+
+void check_cpu(const at::Tensor &t, const char *call)
+{
+    TORCH_CHECK(t.device().is_cpu(), "rcoll ", call,
+                ": tensors on ", t.device().str(),
+                " are not supported: this rcoll moves host memory only "
+                "(use \"cpu:rcoll,cuda:nccl\" for GPU tensors)");
+    TORCH_CHECK(t.layout() == at::kStrided, "rcoll ", call,
+                ": only dense (strided) tensors are supported");
+}
+
+void check_same(const at::Tensor &a, const at::Tensor &b, const char *call,
+                const char *what)
+{
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "rcoll ", call, ": ",
+                what, " dtype ", b.scalar_type(), " differs from ",
+                a.scalar_type());
+}
+
+/* A contiguous view of `t`, or a contiguous copy; `back` copies the
+ * copy's contents back into `t` (no-op when `t` was contiguous). */
+struct Dense {
+    at::Tensor user, buf;
+    explicit Dense(const at::Tensor &t)
+        : user(t), buf(t.is_contiguous() ? t : t.contiguous()) {}
+    void back() {
+        if (!buf.is_same(user))
+            user.copy_(buf);
+    }
+    void *ptr() const { return buf.numel() ? buf.data_ptr() : nullptr; }
+};
+
+/* The rcoll datatype, op and element count to reduce `t` (contiguous) with
+ * `rop`; `t` may be replaced by a real view (complex). Throws for what rcoll
+ * cannot reduce. */
+struct Reduction {
+    at::Tensor t;
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    size_t count() const { return (size_t)t.numel(); }
+    void *ptr() const { return t.numel() ? t.data_ptr() : nullptr; }
+};
+
+Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
+                    const char *call)
+{
+    using R = c10d::ReduceOp;
+    Reduction r{contig, RCOLL_FLOAT32, RCOLL_SUM};
+    at::ScalarType st = contig.scalar_type();
+    const bool is_bool = st == at::kBool;
+    if (at::isComplexType(st)) {
+        TORCH_CHECK(rop.op_ == R::SUM || rop.op_ == R::AVG, "rcoll ", call,
+                    ": complex tensors reduce with SUM or AVG only");
+        r.t = at::view_as_real(contig);
+        st = r.t.scalar_type();
+    }
+    switch (st) {
+    case at::kFloat: r.dt = RCOLL_FLOAT32; break;
+    case at::kDouble: r.dt = RCOLL_FLOAT64; break;
+    case at::kHalf: r.dt = RCOLL_FLOAT16; break;
+    case at::kBFloat16: r.dt = RCOLL_BFLOAT16; break;
+    case at::kChar: r.dt = RCOLL_INT8; break;
+    case at::kByte: r.dt = RCOLL_UINT8; break;
+    case at::kBool: r.dt = RCOLL_UINT8; break;
+    case at::kInt: r.dt = RCOLL_INT32; break;
+    case at::kLong: r.dt = RCOLL_INT64; break;
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 3
+    case at::kUInt32: r.dt = RCOLL_UINT32; break;
+    case at::kUInt64: r.dt = RCOLL_UINT64; break;
+#endif
+    default:
+        TORCH_CHECK(false, "rcoll ", call, ": dtype ", st,
+                    " cannot be reduced (rcoll reduces int8, uint8, int32, "
+                    "uint32, int64, uint64, float16, bfloat16, float32, "
+                    "float64, bool and complex)");
+    }
+    switch (rop.op_) {
+    case R::SUM: r.op = is_bool ? RCOLL_MAX : RCOLL_SUM; break; /* or */
+    case R::PRODUCT: r.op = is_bool ? RCOLL_MIN : RCOLL_PROD; break; /* and */
+    case R::MIN: r.op = RCOLL_MIN; break;
+    case R::MAX: r.op = RCOLL_MAX; break;
+    case R::AVG:
+        TORCH_CHECK(!is_bool, "rcoll ", call, ": AVG of bool tensors");
+        r.op = RCOLL_AVG;
+        break;
+    case R::BAND:
+        TORCH_CHECK(is_bool, "rcoll ", call,
+                    ": BAND is supported for bool tensors only");
+        r.op = RCOLL_MIN;
+        break;
+    case R::BOR:
+        TORCH_CHECK(is_bool, "rcoll ", call,
+                    ": BOR is supported for bool tensors only");
+        r.op = RCOLL_MAX;
+        break;
+    case R::PREMUL_SUM:
+        TORCH_CHECK(false, "rcoll ", call,
+                    ": PREMUL_SUM is not supported; scale the tensor and "
+                    "use SUM");
+    default:
+        TORCH_CHECK(false, "rcoll ", call, ": reduce op ",
+                    static_cast<int>(rop.op_), " is not supported (SUM, AVG, "
+                    "PRODUCT, MIN, MAX; BAND/BOR on bool)");
+    }
+    return r;
+}
+
+/* everything a reduction will need, checked when the call is made */
+void check_reducible(const at::Tensor &t, const c10d::ReduceOp &rop,
+                     const char *call)
+{
+    (void)reduction(at::empty({0}, t.options()), rop, call);
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------ */
+
+RcollWork::RcollWork(int rank, c10d::OpType type, const char *title_,
+                     std::vector<at::Tensor> outputs, std::function<void()> fn,
+                     std::chrono::milliseconds timeout_)
+    : c10d::Work(rank, type, title_), title(title_), run(std::move(fn)),
+      timeout(timeout_), outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get())))
+{
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> RcollWork::getFuture()
+{
+    return future_;
+}
+
+std::vector<at::Tensor> RcollWork::result()
+{
+    return outputs_;
+}
+
+std::chrono::milliseconds RcollWork::getTimeout() const
+{
+    return timeout;
+}
+
+void RcollWork::complete(std::exception_ptr err)
+{
+    run = nullptr; /* drops the tensors the closure held */
+    finish(err);
+    if (err)
+        future_->setError(err);
+    else
+        future_->markCompleted(c10::IValue(outputs_));
+}
+
+/* ------------------------------------------------------------------ */
+
+ProcessGroupRcoll::ProcessGroupRcoll(
+    const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+    std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), timeout_(timeout)
+{
+    /* rcoll's own no-progress bound (RCOLL_TIMEOUT, read once per process)
+     * must not be shorter than the group's: unless the user set it, the
+     * first group's timeout becomes it */
+    char secs[32];
+    snprintf(secs, sizeof(secs), "%.3f", timeout.count() / 1000.0);
+    setenv("RCOLL_TIMEOUT", secs, 0);
+
+    rcoll_unique_id_t id;
+    const std::string key = "rcoll/unique_id";
+    if (rank == 0) {
+        rcoll_status_t st = rcoll_get_unique_id(&id);
+        if (st != RCOLL_OK)
+            throw_backend(std::string("rcoll: rcoll_get_unique_id failed: ") +
+                          rcoll_last_error());
+        std::vector<uint8_t> v((uint8_t *)&id, (uint8_t *)&id + sizeof(id));
+        store->set(key, v);
+    } else {
+        std::vector<uint8_t> v = store->get(key);
+        TORCH_CHECK(v.size() == sizeof(id), "rcoll: the store's ", key,
+                    " has ", v.size(), " bytes, expected ", sizeof(id),
+                    " (another rcoll version on rank 0?)");
+        memcpy(&id, v.data(), sizeof(id));
+    }
+    rcoll_status_t st = rcoll_comm_init_rank(&comm_, size, &id, rank);
+    if (st != RCOLL_OK)
+        throw_backend(std::string("rcoll: rcoll_comm_init_rank (rank ") +
+                      std::to_string(rank) + " of " + std::to_string(size) +
+                      ") failed: " + rcoll_last_error());
+    worker_ = std::thread(&ProcessGroupRcoll::worker_loop, this);
+    watchdog_ = std::thread(&ProcessGroupRcoll::watchdog_loop, this);
+}
+
+ProcessGroupRcoll::~ProcessGroupRcoll()
+{
+    stop(false);
+}
+
+void ProcessGroupRcoll::stop(bool abort)
+{
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (abort && !aborted_ && comm_) {
+            aborted_ = true;
+            if (abort_reason_.empty())
+                abort_reason_ = "rcoll: the process group was aborted";
+            rcoll_comm_abort(comm_); /* fails what runs now, at once */
+        }
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    wd_cv_.notify_all();
+    if (worker_.joinable())
+        worker_.join();
+    if (watchdog_.joinable())
+        watchdog_.join();
+    std::unique_lock<std::mutex> lk(mu_);
+    if (comm_ && !aborted_)
+        rcoll_comm_destroy(comm_);
+    comm_ = nullptr;
+}
+
+void ProcessGroupRcoll::shutdown()
+{
+    stop(false);
+}
+
+void ProcessGroupRcoll::abort()
+{
+    stop(true);
+}
+
+std::chrono::milliseconds
+ProcessGroupRcoll::op_timeout(std::chrono::milliseconds t) const
+{
+    return t.count() < 0 ? timeout_ : t;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::enqueue(
+    c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
+    std::chrono::milliseconds timeout, std::function<void()> run)
+{
+    auto w = c10::make_intrusive<RcollWork>(rank_, type, title,
+                                            std::move(outputs), std::move(run),
+                                            op_timeout(timeout));
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        TORCH_CHECK(!stopping_, "rcoll ", title,
+                    ": the process group was shut down or aborted");
+        queue_.push_back(w);
+    }
+    cv_.notify_one();
+    return w;
+}
+
+/* Throws the error of a failed rcoll call, naming the call and the rank;
+ * after a watchdog abort, the timeout that caused it. */
+void ProcessGroupRcoll::check(rcoll_status_t st, const std::string &what)
+{
+    if (st == RCOLL_OK)
+        return;
+    std::string msg = rcoll_last_error();
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (aborted_)
+            throw_backend(abort_reason_);
+    }
+    throw_backend("rcoll " + what + " (rank " + std::to_string(rank_) +
+                  " of " + std::to_string(size_) + ") failed: " +
+                  rcoll_status_string(st) + ": " + msg);
+}
+
+void ProcessGroupRcoll::worker_loop()
+{
+    for (;;) {
+        c10::intrusive_ptr<RcollWork> w;
+        bool dead;
+        std::string reason;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty())
+                return; /* stopping, and everything queued is done */
+            w = queue_.front();
+            queue_.pop_front();
+            dead = aborted_;
+            reason = abort_reason_;
+            if (!dead) {
+                inflight_ = w.get();
+                inflight_deadline_ =
+                    std::chrono::steady_clock::now() + w->timeout;
+            }
+        }
+        wd_cv_.notify_all();
+        std::exception_ptr err;
+        if (dead) {
+            err = std::make_exception_ptr(
+                c10::DistBackendError({__func__, __FILE__, __LINE__}, reason));
+        } else {
+            try {
+                w->run();
+            } catch (...) {
+                err = std::current_exception();
+            }
+        }
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            inflight_ = nullptr;
+        }
+        w->complete(err);
+    }
+}
+
+/* Aborts the communicator when the operation in flight outlives its
+ * timeout: the worker's blocking call then returns, and this and every
+ * later operation fail with the reason. */
+void ProcessGroupRcoll::watchdog_loop()
+{
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stopping_ || inflight_) {
+        if (!inflight_ || aborted_) {
+            wd_cv_.wait_for(lk, std::chrono::milliseconds(500));
+            continue;
+        }
+        RcollWork *w = inflight_;
+        auto deadline = inflight_deadline_;
+        if (std::chrono::steady_clock::now() < deadline) {
+            wd_cv_.wait_until(lk, deadline);
+            continue;
+        }
+        if (inflight_ != w)
+            continue;
+        aborted_ = true;
+        abort_reason_ = "rcoll " + w->title + " (rank " +
+                        std::to_string(rank_) + " of " +
+                        std::to_string(size_) + ") timed out after " +
+                        std::to_string(w->timeout.count()) +
+                        " ms (the process group's timeout); the process "
+                        "group was aborted";
+        rcoll_comm_abort(comm_);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* collectives                                                          */
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::allreduce(
+    std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts)
+{
+    static const char *call = "allreduce";
+    for (auto &t : tensors) {
+        check_cpu(t, call);
+        check_reducible(t, opts.reduceOp, call);
+    }
+    auto rop = opts.reduceOp;
+    std::vector<at::Tensor> ts = tensors;
+    return enqueue(c10d::OpType::ALLREDUCE, call, tensors, opts.timeout,
+                   [this, ts, rop]() {
+                       for (auto &t : ts) {
+                           Dense d(t);
+                           Reduction r = reduction(d.buf, rop, call);
+                           check(rcoll_allreduce(r.ptr(), r.ptr(), r.count(),
+                                                 r.dt, r.op, comm_, nullptr),
+                                 call);
+                           d.back();
+                       }
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::allreduce_coalesced(
+    std::vector<at::Tensor> &tensors,
+    const c10d::AllreduceCoalescedOptions &opts)
+{
+    static const char *call = "allreduce_coalesced";
+    for (auto &t : tensors) {
+        check_cpu(t, call);
+        check_reducible(t, opts.reduceOp, call);
+        check_same(tensors[0], t, call, "tensor");
+    }
+    auto rop = opts.reduceOp;
+    std::vector<at::Tensor> ts = tensors;
+    return enqueue(
+        c10d::OpType::ALLREDUCE_COALESCED, call, tensors, opts.timeout,
+        [this, ts, rop]() {
+            if (ts.empty())
+                return;
+            /* one operation over the tensors laid end to end */
+            std::vector<at::Tensor> flat;
+            for (auto &t : ts)
+                flat.push_back(t.reshape({-1}));
+            at::Tensor buf = at::cat(flat);
+            Reduction r = reduction(buf, rop, call);
+            check(rcoll_allreduce(r.ptr(), r.ptr(), r.count(), r.dt, r.op,
+                                  comm_, nullptr),
+                  call);
+            int64_t off = 0;
+            for (auto &t : ts) {
+                int64_t n = t.numel();
+                t.copy_(buf.narrow(0, off, n).view(t.sizes()));
+                off += n;
+            }
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::broadcast(
+    std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts)
+{
+    static const char *call = "broadcast";
+    TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "rcoll ", call,
+                ": root ", opts.rootRank, " is not a rank of this group of ",
+                size_);
+    for (auto &t : tensors)
+        check_cpu(t, call);
+    int root = (int)opts.rootRank;
+    std::vector<at::Tensor> ts = tensors;
+    return enqueue(c10d::OpType::BROADCAST, call, tensors, opts.timeout,
+                   [this, ts, root]() {
+                       for (auto &t : ts) {
+                           Dense d(t);
+                           check(rcoll_broadcast(d.ptr(), d.ptr(),
+                                                 d.buf.nbytes(), RCOLL_UINT8,
+                                                 root, comm_, nullptr),
+                                 call);
+                           d.back();
+                       }
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::reduce(
+    std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts)
+{
+    static const char *call = "reduce";
+    TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "rcoll ", call,
+                ": root ", opts.rootRank, " is not a rank of this group of ",
+                size_);
+    for (auto &t : tensors) {
+        check_cpu(t, call);
+        check_reducible(t, opts.reduceOp, call);
+    }
+    int root = (int)opts.rootRank;
+    auto rop = opts.reduceOp;
+    std::vector<at::Tensor> ts = tensors;
+    return enqueue(c10d::OpType::REDUCE, call, tensors, opts.timeout,
+                   [this, ts, rop, root]() {
+                       for (auto &t : ts) {
+                           Dense d(t);
+                           Reduction r = reduction(d.buf, rop, call);
+                           check(rcoll_reduce(r.ptr(), r.ptr(), r.count(),
+                                              r.dt, r.op, root, comm_,
+                                              nullptr),
+                                 call);
+                           if (rank_ == root)
+                               d.back();
+                       }
+                   });
+}
+
+/* all-gather of `in` into one contiguous buffer of size * in.nbytes() */
+static void gather_bytes(ProcessGroupRcoll *pg, const at::Tensor &in,
+                         at::Tensor &flat, int rank, const char *call,
+                         const std::function<void(rcoll_status_t)> &check)
+{
+    (void)pg;
+    size_t nb = in.nbytes();
+    char *base = (char *)(flat.numel() ? flat.data_ptr() : nullptr);
+    Dense d(in);
+    const void *src = d.ptr();
+    if (nb && base + (size_t)rank * nb != src)
+        memmove(base + (size_t)rank * nb, src, nb); /* in place below */
+    (void)call;
+    check(rcoll_allgather(nb ? base + (size_t)rank * nb : nullptr, base, nb,
+                          RCOLL_UINT8, pg->comm(), nullptr));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::allgather(
+    std::vector<std::vector<at::Tensor>> &outputs,
+    std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts)
+{
+    static const char *call = "allgather";
+    TORCH_CHECK(outputs.size() == inputs.size(), "rcoll ", call, ": ",
+                outputs.size(), " output lists for ", inputs.size(),
+                " inputs");
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_cpu(inputs[i], call);
+        TORCH_CHECK((int)outputs[i].size() == size_, "rcoll ", call,
+                    ": the output list has ", outputs[i].size(),
+                    " tensors, the group ", size_, " ranks");
+        for (auto &o : outputs[i]) {
+            check_cpu(o, call);
+            check_same(inputs[i], o, call, "output");
+            TORCH_CHECK(o.numel() == inputs[i].numel(), "rcoll ", call,
+                        ": an output has ", o.numel(),
+                        " elements, the input ", inputs[i].numel());
+        }
+    }
+    std::vector<at::Tensor> outs;
+    for (auto &l : outputs)
+        outs.insert(outs.end(), l.begin(), l.end());
+    auto os = outputs;
+    auto is = inputs;
+    return enqueue(
+        c10d::OpType::ALLGATHER, call, outs, opts.timeout, [this, os, is]() {
+            for (size_t i = 0; i < is.size(); i++) {
+                at::Tensor flat = at::empty(
+                    {(int64_t)size_ * is[i].numel()}, is[i].options());
+                gather_bytes(this, is[i], flat, rank_, call,
+                             [this](rcoll_status_t st) { check(st, call); });
+                int64_t n = is[i].numel();
+                for (int r = 0; r < size_; r++)
+                    os[i][r].copy_(
+                        flat.narrow(0, r * n, n).view(os[i][r].sizes()));
+            }
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::_allgather_base(
+    at::Tensor &output, at::Tensor &input, const c10d::AllgatherOptions &opts)
+{
+    static const char *call = "_allgather_base";
+    check_cpu(input, call);
+    check_cpu(output, call);
+    check_same(input, output, call, "output");
+    TORCH_CHECK(output.numel() == input.numel() * size_, "rcoll ", call,
+                ": the output has ", output.numel(), " elements, not ",
+                size_, " x ", input.numel());
+    at::Tensor out = output, in = input;
+    return enqueue(c10d::OpType::_ALLGATHER_BASE, call, {output},
+                   opts.timeout, [this, out, in]() {
+                       Dense d(out);
+                       gather_bytes(this, in, d.buf, rank_, call,
+                                    [this](rcoll_status_t st) {
+                                        check(st, call);
+                                    });
+                       d.back();
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>> &outputs,
+    std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts)
+{
+    /* the same checks and work as allgather: list i gathers input i */
+    return allgather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRcoll::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::AllgatherOptions &opts)
+{
+    static const char *call = "allgather_into_tensor_coalesced";
+    TORCH_CHECK(outputs.size() == inputs.size(), "rcoll ", call, ": ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_cpu(inputs[i], call);
+        check_cpu(outputs[i], call);
+        check_same(inputs[i], outputs[i], call, "output");
+        TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_,
+                    "rcoll ", call, ": output ", i, " has ",
+                    outputs[i].numel(), " elements, not ", size_, " x ",
+                    inputs[i].numel());
+    }
+    auto os = outputs;
+    auto is = inputs;
+    return enqueue(c10d::OpType::COALESCED, call, outputs, opts.timeout,
+                   [this, os, is]() {
+                       for (size_t i = 0; i < is.size(); i++) {
+                           Dense d(os[i]);
+                           gather_bytes(this, is[i], d.buf, rank_, call,
+                                        [this](rcoll_status_t st) {
+                                            check(st, call);
+                                        });
+                           d.back();
+                       }
+                   });
+}
+
+/* reduce-scatter of the contiguous `in` (size x out.numel()) into `out` */
+static void reduce_scatter_dense(const at::Tensor &in, const at::Tensor &out,
+                                 const c10d::ReduceOp &rop, rcoll_comm_t comm,
+                                 const char *call,
+                                 const std::function<void(rcoll_status_t)> &check)
+{
+    Dense d(out);
+    Reduction ri = reduction(in, rop, call);
+    Reduction ro = reduction(d.buf, rop, call);
+    check(rcoll_reduce_scatter(ri.ptr(), ro.ptr(), ro.count(), ro.dt, ro.op,
+                               comm, nullptr));
+    d.back();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::reduce_scatter(
+    std::vector<at::Tensor> &outputs,
+    std::vector<std::vector<at::Tensor>> &inputs,
+    const c10d::ReduceScatterOptions &opts)
+{
+    static const char *call = "reduce_scatter";
+    TORCH_CHECK(outputs.size() == inputs.size(), "rcoll ", call, ": ",
+                outputs.size(), " outputs for ", inputs.size(),
+                " input lists");
+    for (size_t i = 0; i < outputs.size(); i++) {
+        check_cpu(outputs[i], call);
+        check_reducible(outputs[i], opts.reduceOp, call);
+        TORCH_CHECK((int)inputs[i].size() == size_, "rcoll ", call,
+                    ": the input list has ", inputs[i].size(),
+                    " tensors, the group ", size_, " ranks");
+        for (auto &t : inputs[i]) {
+            check_cpu(t, call);
+            check_same(outputs[i], t, call, "input");
+            TORCH_CHECK(t.numel() == outputs[i].numel(), "rcoll ", call,
+                        ": an input has ", t.numel(),
+                        " elements, the output ", outputs[i].numel());
+        }
+    }
+    auto os = outputs;
+    auto is = inputs;
+    auto rop = opts.reduceOp;
+    return enqueue(c10d::OpType::REDUCE_SCATTER, call, outputs, opts.timeout,
+                   [this, os, is, rop]() {
+                       for (size_t i = 0; i < os.size(); i++) {
+                           std::vector<at::Tensor> flat;
+                           for (auto &t : is[i])
+                               flat.push_back(t.reshape({-1}));
+                           at::Tensor in = at::cat(flat);
+                           reduce_scatter_dense(in, os[i], rop, comm_, call,
+                                                [this](rcoll_status_t st) {
+                                                    check(st, call);
+                                                });
+                       }
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::_reduce_scatter_base(
+    at::Tensor &output, at::Tensor &input,
+    const c10d::ReduceScatterOptions &opts)
+{
+    static const char *call = "_reduce_scatter_base";
+    check_cpu(input, call);
+    check_cpu(output, call);
+    check_same(output, input, call, "input");
+    check_reducible(output, opts.reduceOp, call);
+    TORCH_CHECK(input.numel() == output.numel() * size_, "rcoll ", call,
+                ": the input has ", input.numel(), " elements, not ", size_,
+                " x ", output.numel());
+    at::Tensor out = output, in = input;
+    auto rop = opts.reduceOp;
+    return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, call, {output},
+                   opts.timeout, [this, out, in, rop]() {
+                       reduce_scatter_dense(in.contiguous(), out, rop, comm_,
+                                            call, [this](rcoll_status_t st) {
+                                                check(st, call);
+                                            });
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRcoll::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::ReduceScatterOptions &opts)
+{
+    static const char *call = "reduce_scatter_tensor_coalesced";
+    TORCH_CHECK(outputs.size() == inputs.size(), "rcoll ", call, ": ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < outputs.size(); i++) {
+        check_cpu(inputs[i], call);
+        check_cpu(outputs[i], call);
+        check_same(outputs[i], inputs[i], call, "input");
+        check_reducible(outputs[i], opts.reduceOp, call);
+        TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "rcoll ",
+                    call, ": input ", i, " has ", inputs[i].numel(),
+                    " elements, not ", size_, " x ", outputs[i].numel());
+    }
+    auto os = outputs;
+    auto is = inputs;
+    auto rop = opts.reduceOp;
+    return enqueue(c10d::OpType::COALESCED, call, outputs, opts.timeout,
+                   [this, os, is, rop]() {
+                       for (size_t i = 0; i < os.size(); i++)
+                           reduce_scatter_dense(is[i].contiguous(), os[i], rop,
+                                                comm_, call,
+                                                [this](rcoll_status_t st) {
+                                                    check(st, call);
+                                                });
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall_base(
+    at::Tensor &, at::Tensor &, std::vector<int64_t> &,
+    std::vector<int64_t> &, const c10d::AllToAllOptions &)
+{
+    TORCH_CHECK(false, "rcoll alltoall_base: all-to-all is not in the rcoll "
+                       "C API yet; use gloo or nccl for all_to_all");
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupRcoll::barrier(const c10d::BarrierOptions &opts)
+{
+    static const char *call = "barrier";
+    return enqueue(c10d::OpType::BARRIER, call, {}, opts.timeout,
+                   [this]() { check(rcoll_barrier(comm_), call); });
+}
+
+/* ------------------------------------------------------------------ */
+/* point to point: matched in the order posted, per pair of ranks      */
+
+static void check_p2p(std::vector<at::Tensor> &tensors, int peer, int tag,
+                      int size, const char *call)
+{
+    TORCH_CHECK(tensors.size() == 1, "rcoll ", call,
+                ": takes exactly one tensor, got ", tensors.size());
+    check_cpu(tensors[0], call);
+    TORCH_CHECK(peer >= 0 && peer < size, "rcoll ", call, ": peer ", peer,
+                " is not a rank of this group of ", size);
+    TORCH_CHECK(tag == 0, "rcoll ", call, ": tag ", tag,
+                " is not supported: rcoll matches sends and receives in "
+                "order, without tags (use tag 0)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::send(
+    std::vector<at::Tensor> &tensors, int dst, int tag)
+{
+    static const char *call = "send";
+    check_p2p(tensors, dst, tag, size_, call);
+    at::Tensor t = tensors[0];
+    return enqueue(c10d::OpType::SEND, call, {}, c10d::kUnsetTimeout,
+                   [this, t, dst]() {
+                       Dense d(t);
+                       check(rcoll_send(d.ptr(), d.buf.nbytes(), RCOLL_UINT8,
+                                        dst, comm_, nullptr),
+                             std::string(call) + " to rank " +
+                                 std::to_string(dst));
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::recv(
+    std::vector<at::Tensor> &tensors, int src, int tag)
+{
+    static const char *call = "recv";
+    check_p2p(tensors, src, tag, size_, call);
+    at::Tensor t = tensors[0];
+    return enqueue(c10d::OpType::RECV, call, tensors, c10d::kUnsetTimeout,
+                   [this, t, src]() {
+                       Dense d(t);
+                       check(rcoll_recv(d.ptr(), d.buf.nbytes(), RCOLL_UINT8,
+                                        src, comm_, nullptr),
+                             std::string(call) + " from rank " +
+                                 std::to_string(src));
+                       d.back();
+                   });
+}
+
+} // namespace rcoll_torch
+
+/* ------------------------------------------------------------------ */
+
+namespace py = pybind11;
+
+static c10::intrusive_ptr<rcoll_torch::ProcessGroupRcoll>
+create(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+       const std::chrono::duration<float> &timeout)
+{
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    if (ms.count() <= 0)
+        ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+            kBackendDefaultTimeout);
+    return c10::make_intrusive<rcoll_torch::ProcessGroupRcoll>(store, rank,
+                                                               size, ms);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
+{
+    m.doc() = "rcoll c10d backend";
+    py::class_<rcoll_torch::ProcessGroupRcoll, c10d::Backend,
+               c10::intrusive_ptr<rcoll_torch::ProcessGroupRcoll>>(
+        m, "ProcessGroupRcoll")
+        .def(py::init(&create), py::arg("store"), py::arg("rank"),
+             py::arg("size"), py::arg("timeout"),
+             py::call_guard<py::gil_scoped_release>());
+    m.def("rcoll_version", []() { return std::string(rcoll_version()); });
+}

@@ -1,0 +1,150 @@
+/*
+ * ProcessGroupRcoll: a c10d::Backend for torch.distributed on top of the
+ * rcoll C API (include/rcoll.h).
+ *
+ * One rcoll communicator per backend instance (per process group). Each
+ * operation becomes a RcollWork queued to one worker thread, which runs the
+ * blocking rcoll call; operations of a group therefore run in the order they
+ * were issued, as every rank must issue them. A watchdog thread enforces the
+ * per-operation timeout (the group's unless the operation sets one) by
+ * aborting the communicator, after which every operation fails with the
+ * timeout's message. The rendezvous goes through the c10d Store handed to
+ * the creator: rank 0 publishes an rcoll unique id, the others read it.
+ */
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
+
+#include <rcoll.h>
+
+#if TORCH_VERSION_MAJOR < 2
+#error "rcoll_torch needs torch 2.x (c10d::Backend)"
+#endif
+
+namespace rcoll_torch {
+
+class RcollWork : public c10d::Work {
+  public:
+    RcollWork(int rank, c10d::OpType type, const char *title,
+              std::vector<at::Tensor> outputs, std::function<void()> run,
+              std::chrono::milliseconds timeout);
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+    std::vector<at::Tensor> result() override;
+    std::chrono::milliseconds getTimeout() const override;
+
+    /* called by the worker thread once `run` returned or threw */
+    void complete(std::exception_ptr err);
+
+    const std::string title;
+    std::function<void()> run;
+    const std::chrono::milliseconds timeout;
+
+  private:
+    std::vector<at::Tensor> outputs_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupRcoll : public c10d::Backend {
+  public:
+    ProcessGroupRcoll(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                      int size, std::chrono::milliseconds timeout);
+    ~ProcessGroupRcoll() override;
+
+    const std::string getBackendName() const override { return "rcoll"; }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(
+        std::vector<at::Tensor> &tensors,
+        const c10d::BroadcastOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allreduce(
+        std::vector<at::Tensor> &tensors,
+        const c10d::AllreduceOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors,
+        const c10d::AllreduceCoalescedOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce(
+        std::vector<at::Tensor> &tensors,
+        const c10d::ReduceOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> _allgather_base(
+        at::Tensor &output, at::Tensor &input,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(
+        std::vector<at::Tensor> &outputs,
+        std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input,
+        const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall_base(
+        at::Tensor &output, at::Tensor &input,
+        std::vector<int64_t> &outputSplits, std::vector<int64_t> &inputSplits,
+        const c10d::AllToAllOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> barrier(
+        const c10d::BarrierOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors,
+                                        int dst, int tag) override;
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors,
+                                        int src, int tag) override;
+
+    void shutdown() override;
+    void abort() override;
+
+    /* the rcoll communicator (for tests and diagnostics) */
+    rcoll_comm_t comm() const { return comm_; }
+
+  private:
+    c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type,
+                                           const char *title,
+                                           std::vector<at::Tensor> outputs,
+                                           std::chrono::milliseconds timeout,
+                                           std::function<void()> run);
+    std::chrono::milliseconds op_timeout(std::chrono::milliseconds t) const;
+    void worker_loop();
+    void watchdog_loop();
+    void check(rcoll_status_t st, const std::string &what);
+    void stop(bool abort);
+
+    rcoll_comm_t comm_ = nullptr;
+    std::chrono::milliseconds timeout_;
+
+    std::mutex mu_;
+    std::condition_variable cv_;      /* queue and stop, for the worker */
+    std::condition_variable wd_cv_;   /* in-flight changes, for the watchdog */
+    std::deque<c10::intrusive_ptr<RcollWork>> queue_;
+    RcollWork *inflight_ = nullptr;
+    std::chrono::steady_clock::time_point inflight_deadline_;
+    bool stopping_ = false;
+    bool aborted_ = false;            /* comm_ aborted: never call into it */
+    std::string abort_reason_;
+    std::thread worker_;
+    std::thread watchdog_;
+};
+
+} // namespace rcoll_torch
