@@ -1,0 +1,352 @@
+"""Every override of the rcoll backend against gloo in the same job.
+
+Inputs are small integers (in every dtype) so that sums, products, minima
+and maxima are exact whatever the reduction order: rcoll and gloo must then
+agree bit for bit. AVG (gloo has none) is checked against gloo's SUM
+divided by the group size (exact for 2 and 4 ranks; integers truncate).
+"""
+import pytest
+import torch
+import torch.distributed as dist
+
+import harness
+
+R = dist.ReduceOp
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32,
+          torch.int64]
+SIZES = [0, 1, 7, 1000, 65539]
+BIG = 1 << 22
+WORLDS = [2, 4]
+
+
+def data(rank, n, dtype, seed, lo=-4, hi=5):
+    g = torch.Generator().manual_seed(seed * 1009 + rank)
+    return torch.randint(lo, hi, (n,), generator=g).to(dtype)
+
+
+def same(got, want, what):
+    if got.dtype != want.dtype or not torch.equal(got, want):
+        bad = (got != want).nonzero()
+        first = bad[0].item() if bad.numel() else -1
+        raise AssertionError(
+            f"{what}: rcoll differs from the reference at {bad.numel()} "
+            f"elements, first at {first}: {got.flatten()[:6].tolist()} vs "
+            f"{want.flatten()[:6].tolist()}")
+
+
+def finish(work, async_op, outputs=None):
+    """Waits for an async work; checks its future holds the outputs."""
+    if not async_op:
+        assert work is None
+        return
+    work.wait()
+    assert work.is_completed()
+    fut = work.get_future().wait()
+    if outputs is not None:
+        assert len(fut) == len(outputs)
+        for f, o in zip(fut, outputs):
+            assert f.data_ptr() == o.data_ptr()
+
+
+def reference_reduce(x, op, world, gloo):
+    """op over the ranks of x, by gloo; AVG as gloo's SUM / world."""
+    ref = x.clone()
+    dist.all_reduce(ref, op=R.SUM if op == R.AVG else op, group=gloo)
+    if op == R.AVG:
+        if ref.is_floating_point():
+            ref = (ref.double() / world).to(x.dtype)
+        else:
+            ref = torch.div(ref, world, rounding_mode="trunc")
+    return ref
+
+
+OPS = [R.SUM, R.MIN, R.MAX, R.PRODUCT, R.AVG]
+
+
+def fam_allreduce(rank, world, gloo, sizes):
+    seed = 0
+    for dt in DTYPES:
+        for n in sizes:
+            for op in OPS:
+                for async_op in (False, True):
+                    seed += 1
+                    lo, hi = (-2, 3) if op == R.PRODUCT else (-4, 5)
+                    x = data(rank, n, dt, seed, lo, hi)
+                    got = x.clone()
+                    w = dist.all_reduce(got, op=op, async_op=async_op)
+                    finish(w, async_op, [got])
+                    same(got, reference_reduce(x, op, world, gloo),
+                         f"all_reduce {op} {dt} n={n} async={async_op}")
+    return seed
+
+
+def fam_bcast_reduce(rank, world, gloo, sizes):
+    seed = 0
+    for dt in DTYPES:
+        for n in sizes:
+            for root in range(world):
+                for async_op in (False, True):
+                    seed += 1
+                    x = data(rank, n, dt, seed)
+                    got = x.clone()
+                    finish(dist.broadcast(got, root, async_op=async_op),
+                           async_op, [got])
+                    ref = x.clone()
+                    dist.broadcast(ref, root, group=gloo)
+                    same(got, ref, f"broadcast {dt} n={n} root={root}")
+
+                    got = x.clone()
+                    finish(dist.reduce(got, root, op=R.SUM,
+                                       async_op=async_op), async_op, [got])
+                    ref = reference_reduce(x, R.SUM, world, gloo)
+                    if rank == root:
+                        same(got, ref, f"reduce {dt} n={n} root={root}")
+    return seed
+
+
+def fam_allgather(rank, world, gloo, sizes):
+    seed = 0
+    for dt in DTYPES:
+        for n in sizes:
+            for async_op in (False, True):
+                seed += 1
+                x = data(rank, n, dt, seed)
+                outs = [torch.full((n,), -7).to(dt) for _ in range(world)]
+                finish(dist.all_gather(outs, x, async_op=async_op),
+                       async_op, outs)
+                refs = [torch.empty(n, dtype=dt) for _ in range(world)]
+                dist.all_gather(refs, x, group=gloo)
+                for r in range(world):
+                    same(outs[r], refs[r], f"all_gather {dt} n={n} [{r}]")
+
+                flat = torch.full((world * n,), -7).to(dt)
+                finish(dist.all_gather_into_tensor(flat, x,
+                                                   async_op=async_op),
+                       async_op, [flat])
+                same(flat, torch.cat(refs), f"all_gather_into_tensor {dt} "
+                     f"n={n}")
+    return seed
+
+
+def fam_reduce_scatter(rank, world, gloo, sizes):
+    seed = 0
+    for dt in DTYPES:
+        for n in sizes:
+            for op in (R.SUM, R.MIN, R.MAX, R.AVG):
+                for async_op in (False, True):
+                    seed += 1
+                    x = data(rank, world * n, dt, seed)
+                    ref = reference_reduce(x, op, world, gloo)
+                    ref = ref[rank * n:(rank + 1) * n]
+                    out = torch.full((n,), -7).to(dt)
+                    finish(dist.reduce_scatter_tensor(
+                        out, x, op=op, async_op=async_op), async_op, [out])
+                    same(out, ref, f"reduce_scatter_tensor {op} {dt} n={n}")
+
+                    out = torch.full((n,), -7).to(dt)
+                    ins = list(x.clone().chunk(world)) if n else \
+                        [torch.empty(0, dtype=dt) for _ in range(world)]
+                    finish(dist.reduce_scatter(out, ins, op=op,
+                                               async_op=async_op),
+                           async_op, [out])
+                    same(out, ref, f"reduce_scatter {op} {dt} n={n}")
+    return seed
+
+
+def fam_coalesced(rank, world, gloo, sizes):
+    seed = 0
+    for dt in DTYPES:
+        for async_op in (False, True):
+            seed += 1
+            xs = [data(rank, n, dt, seed + i) for i, n in enumerate(sizes)]
+            got = [x.clone() for x in xs]
+            with dist._coalescing_manager(async_ops=async_op) as cm:
+                for g in got:
+                    dist.all_reduce(g)
+            if async_op:
+                cm.wait()
+            for x, g in zip(xs, got):
+                same(g, reference_reduce(x, R.SUM, world, gloo),
+                     f"coalesced all_reduce {dt} n={x.numel()}")
+
+            outs = [torch.full((world * x.numel(),), -7).to(dt) for x in xs]
+            with dist._coalescing_manager(async_ops=async_op) as cm:
+                for o, x in zip(outs, xs):
+                    dist.all_gather_into_tensor(o, x)
+            if async_op:
+                cm.wait()
+            for o, x in zip(outs, xs):
+                refs = [torch.empty_like(x) for _ in range(world)]
+                dist.all_gather(refs, x, group=gloo)
+                same(o, torch.cat(refs), f"coalesced all_gather_into_tensor "
+                     f"{dt} n={x.numel()}")
+
+            ins = [data(rank, world * n, dt, seed + 50 + i)
+                   for i, n in enumerate(sizes)]
+            outs = [torch.full((n,), -7).to(dt) for n in sizes]
+            with dist._coalescing_manager(async_ops=async_op) as cm:
+                for o, i in zip(outs, ins):
+                    dist.reduce_scatter_tensor(o, i)
+            if async_op:
+                cm.wait()
+            for o, i, n in zip(outs, ins, sizes):
+                ref = reference_reduce(i, R.SUM, world, gloo)
+                same(o, ref[rank * n:(rank + 1) * n],
+                     f"coalesced reduce_scatter_tensor {dt} n={n}")
+    return seed
+
+
+def fam_big(rank, world, gloo):
+    for dt in (torch.float32, torch.bfloat16):
+        x = data(rank, BIG, dt, 7)
+        got = x.clone()
+        dist.all_reduce(got)
+        same(got, reference_reduce(x, R.SUM, world, gloo),
+             f"all_reduce {dt} n=2^22")
+        got = x.clone()
+        dist.broadcast(got, world - 1)
+        ref = x.clone()
+        dist.broadcast(ref, world - 1, group=gloo)
+        same(got, ref, f"broadcast {dt} n=2^22")
+        part = x[:BIG // world].clone()
+        flat = torch.empty(BIG, dtype=dt)
+        w = dist.all_gather_into_tensor(flat, part, async_op=True)
+        w.wait()
+        refs = [torch.empty_like(part) for _ in range(world)]
+        dist.all_gather(refs, part, group=gloo)
+        same(flat, torch.cat(refs), f"all_gather_into_tensor {dt} n=2^22")
+        out = torch.empty(BIG // world, dtype=dt)
+        dist.reduce_scatter_tensor(out, x)
+        ref = reference_reduce(x, R.SUM, world, gloo)
+        same(out, ref.chunk(world)[rank], f"reduce_scatter_tensor {dt} 2^22")
+    return True
+
+
+def fam_misc(rank, world, gloo):
+    # other dtypes: bytes moved for any dtype, reductions where mapped
+    for dt in (torch.float64, torch.int8, torch.uint8, torch.complex64):
+        x = data(rank, 33, torch.float64 if dt.is_complex else dt, 3)
+        x = x.to(dt) if not dt.is_complex else torch.complex(
+            x.float(), -x.float())
+        got = x.clone()
+        dist.all_reduce(got)
+        ref = x.clone()
+        dist.all_reduce(ref, group=gloo)
+        same(got, ref, f"all_reduce {dt}")
+    b = torch.tensor([rank == 0, False, True, rank == 1])
+    got = b.clone()
+    dist.all_reduce(got, op=R.SUM)           # logical or
+    same(got, torch.tensor([True, False, True, True]), "all_reduce bool SUM")
+    got = b.clone()
+    dist.all_reduce(got, op=R.MIN)           # logical and
+    same(got, torch.tensor([False, False, True, False]), "all_reduce bool MIN")
+
+    # non-contiguous tensors, in and out
+    base = data(rank, 64, torch.float32, 11).view(8, 8)
+    t = base.t()
+    assert not t.is_contiguous()
+    got = t.clone(memory_format=torch.preserve_format)
+    got = t.clone().t().contiguous().t()    # a transposed (strided) copy
+    dist.all_reduce(got)
+    same(got, reference_reduce(t.contiguous(), R.SUM, world, gloo),
+         "all_reduce non-contiguous")
+    col = torch.zeros(8, 8)
+    view = col[:, 3]
+    if rank == 0:
+        view.copy_(torch.arange(8.0))
+    dist.broadcast(view, 0)
+    same(col[:, 3], torch.arange(8.0), "broadcast strided view")
+    assert col.sum().item() == torch.arange(8.0).sum().item()
+    outs = [torch.zeros(4, 4).t() for _ in range(world)]
+    dist.all_gather(outs, torch.full((4, 4), float(rank)).t())
+    for r in range(world):
+        same(outs[r], torch.full((4, 4), float(r)), "all_gather strided out")
+
+    # barrier, send/recv round a ring (even ranks send first)
+    dist.barrier()
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    for n in (0, 5, 300000):
+        s = data(rank, n, torch.float32, 21)
+        r = torch.empty(n)
+        if rank % 2 == 0:
+            dist.send(s, nxt)
+            dist.recv(r, prv)
+        else:
+            dist.recv(r, prv)
+            dist.send(s, nxt)
+        same(r, data(prv, n, torch.float32, 21), f"send/recv n={n}")
+    reqs = [dist.isend(torch.full((3,), float(rank)), nxt),
+            dist.irecv(r := torch.empty(3), prv)]
+    for q in reqs:
+        q.wait()
+    same(r, torch.full((3,), float(prv)), "isend/irecv")
+
+    # object collectives ride on all_gather / broadcast
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "s": "x" * rank})
+    assert objs == [{"rank": r, "s": "x" * r} for r in range(world)], objs
+    lst = [f"from {rank}", rank] if rank == 1 else [None, None]
+    dist.broadcast_object_list(lst, src=1)
+    assert lst == ["from 1", 1], lst
+
+    # clear errors, raised when the call is made
+    errs = []
+    for f in (lambda: dist.all_reduce(torch.ones(2), op=R.BXOR),
+              lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
+                                      op=R.AVG),
+              lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)),
+              lambda: dist.all_to_all_single(torch.ones(world),
+                                             torch.ones(world)),
+              lambda: dist.send(torch.ones(1), nxt, tag=3)):
+        try:
+            f()
+            errs.append("no error")
+        except (RuntimeError, ValueError) as e:
+            errs.append(str(e).splitlines()[0])
+    for e in errs:
+        assert e.startswith("rcoll "), errs
+
+    # a new group of a subset gets its own communicator
+    sub = dist.new_group([0, world - 1], backend="rcoll")
+    if rank in (0, world - 1):
+        t = torch.tensor([float(rank + 1)])
+        dist.all_reduce(t, group=sub)
+        same(t, torch.tensor([float(world + 1)]), "all_reduce on a subgroup")
+    dist.barrier()
+    return errs
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_allreduce(world):
+    harness.run(fam_allreduce, world, SIZES)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_broadcast_reduce(world):
+    harness.run(fam_bcast_reduce, world, SIZES)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_allgather(world):
+    harness.run(fam_allgather, world, SIZES)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_reduce_scatter(world):
+    harness.run(fam_reduce_scatter, world, SIZES)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_coalesced(world):
+    harness.run(fam_coalesced, world, SIZES)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_large(world):
+    harness.run(fam_big, world)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_misc(world):
+    errs = harness.run(fam_misc, world)[0]
+    print("\n".join(errs))
