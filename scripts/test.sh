@@ -3,8 +3,10 @@
 # this host), then make check-rdma (the verbs transport against the
 # kernel's soft-iWARP and soft-RoCE in a QEMU guest; RCOLL_SKIP_RDMA=1 skips
 # it), then the sanitizer and memcheck jobs (scripts/check-sanitizers.sh;
-# RCOLL_SKIP_SANITIZERS=1 skips them). The last line is "N passed, M
-# failed" over all of them.
+# RCOLL_SKIP_SANITIZERS=1 skips them), then the PyTorch backend's tests
+# (scripts/check-torch.sh: torch 2.x from PyPI in a virtual environment;
+# RCOLL_SKIP_TORCH=1 skips them). The last line is "N passed, M failed"
+# over all of them.
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/build.sh
@@ -43,6 +45,15 @@ if [ "${RCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
     sp=$(count san passed); sf=$(count san failed)
     grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/san.log" || sf=$((sf + 1))
     p=$((p + sp)); f=$((f + sf))
+fi
+if [ "${RCOLL_SKIP_TORCH:-0}" != 1 ]; then
+    echo "== PyTorch backend: bindings/torch tests against gloo (scripts/check-torch.sh)"
+    t0=$(date +%s)
+    sh ../scripts/check-torch.sh 2>&1 | tee "$tmp/torch.log" || true
+    echo "== PyTorch backend took $(( $(date +%s) - t0 )) s"
+    tp=$(count torch passed); tf=$(count torch failed)
+    grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/torch.log" || tf=$((tf + 1))
+    p=$((p + tp)); f=$((f + tf))
 fi
 rm -rf "$tmp"
 echo "$p passed, $f failed"

@@ -344,19 +344,24 @@ void ProcessGroupRcoll::watchdog_loop()
         }
         RcollWork *w = inflight_;
         auto deadline = inflight_deadline_;
-        if (std::chrono::steady_clock::now() < deadline) {
-            wd_cv_.wait_until(lk, deadline);
+        /* rcoll's own timeout (RCOLL_TIMEOUT, the group's by default)
+         * fails the operation with the rank and step it waits for: give
+         * it a second to do so before aborting with less to say */
+        if (std::chrono::steady_clock::now() <
+            deadline + std::chrono::seconds(1)) {
+            wd_cv_.wait_until(lk, deadline + std::chrono::seconds(1));
             continue;
         }
         if (inflight_ != w)
             continue;
+        rcoll_comm_dump(comm_); /* what it waits for, to stderr */
         aborted_ = true;
         abort_reason_ = "rcoll " + w->title + " (rank " +
                         std::to_string(rank_) + " of " +
                         std::to_string(size_) + ") timed out after " +
                         std::to_string(w->timeout.count()) +
-                        " ms (the process group's timeout); the process "
-                        "group was aborted";
+                        " ms (the process group's timeout; its state is dumped "
+                        "on stderr); the process group was aborted";
         rcoll_comm_abort(comm_);
     }
 }

@@ -5,10 +5,12 @@
  * One rcoll communicator per backend instance (per process group). Each
  * operation becomes a RcollWork queued to one worker thread, which runs the
  * blocking rcoll call; operations of a group therefore run in the order they
- * were issued, as every rank must issue them. A watchdog thread enforces the
- * per-operation timeout (the group's unless the operation sets one) by
- * aborting the communicator, after which every operation fails with the
- * timeout's message. The rendezvous goes through the c10d Store handed to
+ * were issued, as every rank must issue them. rcoll's own no-progress
+ * timeout (RCOLL_TIMEOUT; the first group's timeout unless set) fails a
+ * stuck operation naming the rank and step it waits for. A watchdog thread
+ * also enforces each operation's timeout (the group's unless the operation
+ * sets one): 1 s past it, it dumps the communicator's state to stderr and
+ * aborts it, after which every operation fails with the timeout's message. The rendezvous goes through the c10d Store handed to
  * the creator: rank 0 publishes an rcoll unique id, the others read it.
  */
 #pragma once
