@@ -8,6 +8,10 @@ Prints "bytes time_us" per size, like mpi_ref_perf: the slowest rank's
 average time; for allgather and reduce_scatter the size is the whole
 gathered / scattered buffer, as in nccl-tests. Float32, sum. gloo has no
 reduce_scatter: that collective prints nothing.
+
+PERF_BACKEND=rcoll measures rcoll's c10d backend (bindings/torch, the
+rcoll_torch package must be importable) with the same calls instead;
+it does reduce_scatter (reduce_scatter_tensor).
 """
 import os
 import socket
@@ -29,7 +33,10 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
     os.environ["MASTER_PORT"] = str(port)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=n)
+    backend = os.environ.get("PERF_BACKEND", "gloo")
+    if backend == "rcoll":
+        import rcoll_torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(backend, rank=rank, world_size=n)
     lines = []
     size = minb
     while size <= maxb:
@@ -43,6 +50,11 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
             a = torch.ones(per, dtype=torch.float32)
             outs = [torch.empty(per, dtype=torch.float32) for _ in range(n)]
             op = lambda: dist.all_gather(outs, a)
+        elif coll == "reduce_scatter":
+            count = per * n
+            a = torch.ones(count, dtype=torch.float32)
+            o = torch.empty(per, dtype=torch.float32)
+            op = lambda: dist.reduce_scatter_tensor(o, a)
         elif coll == "broadcast":
             a = torch.ones(count, dtype=torch.float32)
             op = lambda: dist.broadcast(a, 0)
@@ -72,7 +84,8 @@ def main():
     n = int(sys.argv[1])
     coll = sys.argv[2]
     minb, maxb, factor, iters, warm = (int(x) for x in sys.argv[3:8])
-    if coll == "reduce_scatter":
+    if coll == "reduce_scatter" and \
+            os.environ.get("PERF_BACKEND", "gloo") == "gloo":
         return 0  # gloo does not implement it
     import queue
     import torch.multiprocessing as mp

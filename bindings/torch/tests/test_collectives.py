@@ -281,6 +281,31 @@ def fam_misc(rank, world, gloo):
         q.wait()
     same(r, torch.full((3,), float(prv)), "isend/irecv")
 
+    # gather and scatter (point to point underneath), each root
+    for root in range(world):
+        for n in (0, 3, 70000):
+            x = data(rank, n, torch.int64, 31 + root)
+            outs = [torch.full((n,), -1, dtype=torch.int64)
+                    for _ in range(world)] if rank == root else None
+            dist.gather(x, outs, dst=root)
+            refs = [torch.empty(n, dtype=torch.int64) for _ in range(world)] \
+                if rank == root else None
+            dist.gather(x, refs, dst=root, group=gloo)
+            if rank == root:
+                for r in range(world):
+                    same(outs[r], refs[r], f"gather n={n} root={root} [{r}]")
+            ins = [data(r, n, torch.float32, 41 + root) for r in
+                   range(world)] if rank == root else None
+            out = torch.full((n,), -1.0)
+            w = dist.scatter(out, ins, src=root, async_op=True)
+            w.wait()
+            same(out, data(rank, n, torch.float32, 41 + root),
+                 f"scatter n={n} root={root}")
+    got = [None] * world if rank == 0 else None
+    dist.gather_object(("obj", rank), got, dst=0)
+    if rank == 0:
+        assert got == [("obj", r) for r in range(world)], got
+
     # object collectives ride on all_gather / broadcast
     objs = [None] * world
     dist.all_gather_object(objs, {"rank": rank, "s": "x" * rank})

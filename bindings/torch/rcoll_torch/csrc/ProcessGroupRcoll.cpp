@@ -600,6 +600,116 @@ ProcessGroupRcoll::allgather_into_tensor_coalesced(
                    });
 }
 
+/* gather and scatter: the root receives from (sends to) each rank in
+ * turn; rcoll matches point-to-point messages in order per pair */
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::gather(
+    std::vector<std::vector<at::Tensor>> &outputs,
+    std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts)
+{
+    static const char *call = "gather";
+    int root = (int)opts.rootRank;
+    TORCH_CHECK(root >= 0 && root < size_, "rcoll ", call, ": root ", root,
+                " is not a rank of this group of ", size_);
+    TORCH_CHECK(inputs.size() == 1, "rcoll ", call,
+                ": takes one input tensor, got ", inputs.size());
+    check_cpu(inputs[0], call);
+    std::vector<at::Tensor> outs;
+    if (rank_ == root) {
+        TORCH_CHECK(outputs.size() == 1 && (int)outputs[0].size() == size_,
+                    "rcoll ", call, ": the root needs one list of ", size_,
+                    " output tensors");
+        for (auto &o : outputs[0]) {
+            check_cpu(o, call);
+            check_same(inputs[0], o, call, "output");
+            TORCH_CHECK(o.numel() == inputs[0].numel(), "rcoll ", call,
+                        ": an output has ", o.numel(), " elements, the input ",
+                        inputs[0].numel());
+        }
+        outs = outputs[0];
+    } else {
+        TORCH_CHECK(outputs.empty() || outputs[0].empty(), "rcoll ", call,
+                    ": only the root takes output tensors");
+    }
+    at::Tensor in = inputs[0];
+    return enqueue(c10d::OpType::GATHER, call, outs, opts.timeout,
+                   [this, outs, in, root]() {
+                       if (rank_ != root) {
+                           Dense d(in);
+                           check(rcoll_send(d.ptr(), d.buf.nbytes(),
+                                            RCOLL_UINT8, root, comm_, nullptr),
+                                 call);
+                           return;
+                       }
+                       for (int r = 0; r < size_; r++) {
+                           at::Tensor o = outs[r];
+                           if (r == root) {
+                               o.copy_(in.view(o.sizes()));
+                               continue;
+                           }
+                           Dense d(o);
+                           check(rcoll_recv(d.ptr(), d.buf.nbytes(),
+                                            RCOLL_UINT8, r, comm_, nullptr),
+                                 std::string(call) + " from rank " +
+                                     std::to_string(r));
+                           d.back();
+                       }
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::scatter(
+    std::vector<at::Tensor> &outputs,
+    std::vector<std::vector<at::Tensor>> &inputs,
+    const c10d::ScatterOptions &opts)
+{
+    static const char *call = "scatter";
+    int root = (int)opts.rootRank;
+    TORCH_CHECK(root >= 0 && root < size_, "rcoll ", call, ": root ", root,
+                " is not a rank of this group of ", size_);
+    TORCH_CHECK(outputs.size() == 1, "rcoll ", call,
+                ": takes one output tensor, got ", outputs.size());
+    check_cpu(outputs[0], call);
+    std::vector<at::Tensor> ins;
+    if (rank_ == root) {
+        TORCH_CHECK(inputs.size() == 1 && (int)inputs[0].size() == size_,
+                    "rcoll ", call, ": the root needs one list of ", size_,
+                    " input tensors");
+        for (auto &t : inputs[0]) {
+            check_cpu(t, call);
+            check_same(outputs[0], t, call, "input");
+            TORCH_CHECK(t.numel() == outputs[0].numel(), "rcoll ", call,
+                        ": an input has ", t.numel(), " elements, the output ",
+                        outputs[0].numel());
+        }
+        ins = inputs[0];
+    } else {
+        TORCH_CHECK(inputs.empty() || inputs[0].empty(), "rcoll ", call,
+                    ": only the root takes input tensors");
+    }
+    at::Tensor out = outputs[0];
+    return enqueue(c10d::OpType::SCATTER, call, outputs, opts.timeout,
+                   [this, ins, out, root]() {
+                       if (rank_ != root) {
+                           Dense d(out);
+                           check(rcoll_recv(d.ptr(), d.buf.nbytes(),
+                                            RCOLL_UINT8, root, comm_, nullptr),
+                                 call);
+                           d.back();
+                           return;
+                       }
+                       for (int r = 0; r < size_; r++) {
+                           if (r == root) {
+                               out.copy_(ins[r].view(out.sizes()));
+                               continue;
+                           }
+                           Dense d(ins[r]);
+                           check(rcoll_send(d.ptr(), d.buf.nbytes(),
+                                            RCOLL_UINT8, r, comm_, nullptr),
+                                 std::string(call) + " to rank " +
+                                     std::to_string(r));
+                       }
+                   });
+}
+
 /* reduce-scatter of the contiguous `in` (size x out.numel()) into `out` */
 static void reduce_scatter_dense(const at::Tensor &in, const at::Tensor &out,
                                  const c10d::ReduceOp &rop, rcoll_comm_t comm,

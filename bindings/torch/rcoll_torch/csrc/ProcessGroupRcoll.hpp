@@ -94,6 +94,14 @@ class ProcessGroupRcoll : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
         std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
         const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> gather(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::GatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> scatter(
+        std::vector<at::Tensor> &outputs,
+        std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ScatterOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> reduce_scatter(
         std::vector<at::Tensor> &outputs,
         std::vector<std::vector<at::Tensor>> &inputs,
