@@ -281,6 +281,21 @@ def fam_misc(rank, world, gloo):
         q.wait()
     same(r, torch.full((3,), float(prv)), "isend/irecv")
 
+    # all_gather_coalesced: outputs[r][i] = input i of rank r; inputs of
+    # several shapes (one operation underneath; torch wants one dtype)
+    ins = [data(rank, 5, torch.float32, 51).view(5),
+           data(rank, 12, torch.float32, 52).view(3, 4),
+           torch.empty(0, dtype=torch.float32),
+           data(rank, 9, torch.float32, 53).view(3, 3).t()]
+    outs = [[torch.full_like(t, -1) for t in ins] for _ in range(world)]
+    w = dist.all_gather_coalesced(outs, ins, async_op=True)
+    w.wait()
+    for i, t in enumerate(ins):
+        refs = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(refs, t.contiguous(), group=gloo)
+        for r in range(world):
+            same(outs[r][i], refs[r], f"all_gather_coalesced [{r}][{i}]")
+
     # gather and scatter (point to point underneath), each root
     for root in range(world):
         for n in (0, 3, 70000):

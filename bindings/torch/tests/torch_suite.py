@@ -17,6 +17,14 @@ os.environ.setdefault("WORLD_SIZE", "3")
 os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="rcoll-suite-"))
 
 import rcoll_torch  # noqa: E402,F401  (registers "rcoll" here and in children)
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+# What the suite may try with rcoll, said before distributed_test decorates
+# its tests: a plugin backend (available), DDP on CPU; not CUDA subgroups,
+# not any-source receives (rcoll has none)
+DistTestCases.backend_feature["plugin"].add("rcoll")
+DistTestCases.backend_feature["ddp"].add("rcoll")
+DistTestCases.skip_collective["sendrecv anysource"].add("rcoll")
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)

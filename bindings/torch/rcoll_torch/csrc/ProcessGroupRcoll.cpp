@@ -560,12 +560,69 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::_allgather_base(
                    });
 }
 
+/* outputs[r][i] = input i of rank r: the inputs' bytes are laid end to end
+ * and gathered in one operation (they may differ in shape and dtype) */
 c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::allgather_coalesced(
     std::vector<std::vector<at::Tensor>> &outputs,
     std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts)
 {
-    /* the same checks and work as allgather: list i gathers input i */
-    return allgather(outputs, inputs, opts);
+    static const char *call = "allgather_coalesced";
+    TORCH_CHECK((int)outputs.size() == size_, "rcoll ", call, ": ",
+                outputs.size(), " output lists, the group has ", size_,
+                " ranks");
+    for (auto &t : inputs)
+        check_cpu(t, call);
+    std::vector<at::Tensor> outs;
+    for (auto &l : outputs) {
+        TORCH_CHECK(l.size() == inputs.size(), "rcoll ", call,
+                    ": an output list has ", l.size(), " tensors for ",
+                    inputs.size(), " inputs");
+        for (size_t i = 0; i < l.size(); i++) {
+            check_cpu(l[i], call);
+            check_same(inputs[i], l[i], call, "output");
+            TORCH_CHECK(l[i].numel() == inputs[i].numel(), "rcoll ", call,
+                        ": output ", i, " has ", l[i].numel(),
+                        " elements, input ", i, " ", inputs[i].numel());
+        }
+        outs.insert(outs.end(), l.begin(), l.end());
+    }
+    auto os = outputs;
+    auto is = inputs;
+    return enqueue(
+        c10d::OpType::ALLGATHER_COALESCED, call, outs, opts.timeout,
+        [this, os, is]() {
+            int64_t total = 0;
+            for (auto &t : is)
+                total += (int64_t)t.nbytes();
+            at::Tensor flat =
+                at::empty({(int64_t)size_ * total}, at::dtype(at::kByte));
+            char *base = (char *)(total ? flat.data_ptr() : nullptr);
+            int64_t off = 0;
+            for (auto &t : is) {
+                at::Tensor c = t.contiguous();
+                if (c.nbytes())
+                    memcpy(base + (int64_t)rank_ * total + off, c.data_ptr(),
+                           c.nbytes());
+                off += (int64_t)c.nbytes();
+            }
+            check(rcoll_allgather(total ? base + (int64_t)rank_ * total
+                                        : nullptr,
+                                  base, (size_t)total, RCOLL_UINT8, comm_,
+                                  nullptr),
+                  call);
+            for (int r = 0; r < size_; r++) {
+                off = 0;
+                for (size_t i = 0; i < is.size(); i++) {
+                    int64_t nb = (int64_t)is[i].nbytes();
+                    at::Tensor o = os[r][i];
+                    if (nb)
+                        o.copy_(flat.narrow(0, r * total + off, nb)
+                                    .view(o.scalar_type())
+                                    .view(o.sizes()));
+                    off += nb;
+                }
+            }
+        });
 }
 
 c10::intrusive_ptr<c10d::Work>
