@@ -280,6 +280,14 @@ def fam_misc(rank, world, gloo):
     for q in reqs:
         q.wait()
     same(r, torch.full((3,), float(prv)), "isend/irecv")
+    r2 = torch.empty(4, dtype=torch.int64)
+    ops = [dist.P2POp(dist.isend, torch.arange(4) * (rank + 1), nxt),
+           dist.P2POp(dist.irecv, r2, prv)]
+    if rank % 2:
+        ops.reverse()
+    for q in dist.batch_isend_irecv(ops):
+        q.wait()
+    same(r2, torch.arange(4) * (prv + 1), "batch_isend_irecv")
 
     # all_gather_coalesced: outputs[r][i] = input i of rank r; inputs of
     # several shapes (one operation underneath; torch wants one dtype)
@@ -316,6 +324,10 @@ def fam_misc(rank, world, gloo):
             w.wait()
             same(out, data(rank, n, torch.float32, 41 + root),
                  f"scatter n={n} root={root}")
+    got = [None]
+    dist.scatter_object_list(got, [f"to {r}" for r in range(world)]
+                             if rank == 1 else None, src=1)
+    assert got == [f"to {rank}"], got
     got = [None] * world if rank == 0 else None
     dist.gather_object(("obj", rank), got, dst=0)
     if rank == 0:
