@@ -40,6 +40,8 @@ t() {
 echo "rcoll test suite (logs in $LOGDIR)"
 t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
+t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
+t "topo: rcoll-topo explains a topology" 30 sh -c "'$B/tools/rcoll-topo' --xml '$S/tests/topo/a.xml' | tee /dev/stderr | grep -q 'GPU 2 -> NIC 0 (mlx5_0): path PHB, the nearest; GDR no' && ! '$B/tools/rcoll-topo' --xml /nonexistent"
 t "api: arguments and errors"     60 "$B/tests/test_api"
 # every collective x type x op x count, on each transport
 for n in 1 2 3 4 5 8; do

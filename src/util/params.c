@@ -193,6 +193,14 @@ static const param_t params[] = {
       "before the data is used; a mismatch fails the operation with "
       "RCOLL_ERR_CORRUPT naming the sender (off by default: it costs a pass "
       "over the data on both sides)"),
+    P("TOPO_FILE", "", "path", topo_file, string,
+      "the host's topology in hwloc's XML format (lstopo --of xml): GPUs, "
+      "NICs, the PCIe tree and NVLink; rcoll-topo explains the decisions "
+      "taken from it (in this release only rcoll-topo reads it)"),
+    P("GDR_LEVEL", "PXB", "string", gdr_level, string,
+      "farthest GPU-NIC path class (PIX, PXB, PHB, SYS) at which GPUDirect "
+      "RDMA is used; farther paths stage through host memory (shown by "
+      "rcoll-topo; GPU buffers are not in this release)"),
     P("SPIN_US", "200", "int", spin_us, int,
       "microseconds a waiting rank polls (yielding the CPU between looks) "
       "before it blocks; 0 blocks at once"),

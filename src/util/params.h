@@ -42,6 +42,9 @@ typedef struct {
     const char *ib_connect;     /* cm | oob */
     const char *ib_imm;         /* auto | 1 | 0 */
     size_t ib_inline;           /* inline sends up to this many bytes */
+    /* topology (src/topo; read by rcoll-topo in this release) */
+    const char *topo_file;      /* hwloc XML */
+    const char *gdr_level;      /* PIX | PXB | PHB | SYS */
     /* algorithms */
     const char *algo;
     /* the tuner's cost model (coll/tuner.c) */

@@ -1,0 +1,768 @@
+/*
+ * hwloc XML reader and topology decisions (see topo.h).
+ *
+ * The reader is a small non-validating XML scanner: elements, attributes
+ * and the text of <indexes>/<u64values>; comments, processing instructions
+ * and the DOCTYPE are skipped. Objects nest as in hwloc's export: I/O
+ * objects (Bridge, PCIDev, OSDev) are children of the object they hang
+ * from (a Package, a NUMA node's parent, the Machine). Input comes from a
+ * file the user names, but it is treated as hostile all the same: every
+ * read is bounds-checked, depth and counts are capped.
+ */
+#include "topo/topo.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define TOPO_MAX_DEPTH 64
+#define TOPO_MAX_NODES 65536
+#define TOPO_MAX_BYTES (64u << 20)
+#define TOPO_MAX_DEV 1024
+
+typedef enum {
+    N_OTHER, N_MACHINE, N_PACKAGE, N_NUMA, N_GROUP, N_BRIDGE, N_PCIDEV,
+    N_OSDEV
+} ntype_t;
+
+typedef struct {
+    ntype_t type;
+    int parent;               /* node index, -1 for the root */
+    int host_bridge;          /* N_BRIDGE: host-to-PCI (bridge_type 0-x) */
+    unsigned pci_class;       /* N_PCIDEV: 0x0302, ... */
+    unsigned pci_vendor;
+    int osdev_type;           /* N_OSDEV: hwloc 2's number, -1 if absent */
+    unsigned long long gp;    /* gp_index, 0 if absent */
+    char busid[20];
+    char name[64];
+    char subtype[32];
+    /* N_PCIDEV: what its OS devices say it is */
+    int cuda;                 /* a CUDA/NVML OS device */
+    char rdma[64], net[64];   /* its RDMA device and netdev names */
+} node_t;
+
+struct rcoll_topo {
+    node_t *n;
+    int nn, cap;
+    int npkg;
+    int gpu[TOPO_MAX_DEV], ngpu; /* PCIDev node of each GPU */
+    int nic[TOPO_MAX_DEV], nnic;
+    char nicname[TOPO_MAX_DEV][64];
+    unsigned long long *nvl;     /* ngpu x ngpu MB/s */
+};
+
+/* copies a string, truncated to fit */
+static void copy(char *dst, size_t len, const char *src)
+{
+    size_t k = strnlen(src, len - 1);
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
+
+/* ---- the scanner ---- */
+
+typedef struct {
+    const char *p, *end;
+    int line;
+    char *err;
+    size_t errlen;
+    int failed;
+} scan_t;
+
+static void fail(scan_t *s, const char *fmt, ...)
+{
+    if (s->failed)
+        return;
+    s->failed = 1;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (s->err && s->errlen)
+        snprintf(s->err, s->errlen, "topology XML, line %d: %s", s->line,
+                 msg);
+}
+
+static void adv(scan_t *s, size_t k)
+{
+    for (size_t i = 0; i < k && s->p < s->end; i++, s->p++)
+        if (*s->p == '\n')
+            s->line++;
+}
+
+/* advances past the first occurrence of `pat`; 0 if it is not there */
+static int skip_past(scan_t *s, const char *pat)
+{
+    size_t m = strlen(pat);
+    while ((size_t)(s->end - s->p) >= m) {
+        if (memcmp(s->p, pat, m) == 0) {
+            adv(s, m);
+            return 1;
+        }
+        adv(s, 1);
+    }
+    s->p = s->end;
+    return 0;
+}
+
+static void skip_ws(scan_t *s)
+{
+    while (s->p < s->end && isspace((unsigned char)*s->p))
+        adv(s, 1);
+}
+
+static int is_name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == ':' ||
+           c == '.';
+}
+
+/* a name into buf (truncated to fit); 0 if none */
+static int read_name(scan_t *s, char *buf, size_t len)
+{
+    size_t k = 0;
+    while (s->p < s->end && is_name_char(*s->p)) {
+        if (k + 1 < len)
+            buf[k++] = *s->p;
+        adv(s, 1);
+    }
+    buf[k] = '\0';
+    return k > 0;
+}
+
+typedef struct {
+    char name[32];
+    char value[128];
+} attr_t;
+
+#define MAX_ATTRS 32
+
+/* the attributes up to '>' or '/>'; *empty set for '/>' */
+static int read_attrs(scan_t *s, attr_t *a, int *na, int *empty)
+{
+    *na = 0;
+    *empty = 0;
+    for (;;) {
+        skip_ws(s);
+        if (s->p >= s->end) {
+            fail(s, "unterminated tag");
+            return 0;
+        }
+        if (*s->p == '>') {
+            adv(s, 1);
+            return 1;
+        }
+        if (*s->p == '/') {
+            adv(s, 1);
+            if (s->p >= s->end || *s->p != '>') {
+                fail(s, "'/' not followed by '>'");
+                return 0;
+            }
+            adv(s, 1);
+            *empty = 1;
+            return 1;
+        }
+        attr_t tmp, *x = *na < MAX_ATTRS ? &a[*na] : &tmp;
+        if (!read_name(s, x->name, sizeof(x->name))) {
+            fail(s, "bad attribute (character 0x%02x)",
+                 (unsigned char)*s->p);
+            return 0;
+        }
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != '=') {
+            fail(s, "attribute %s without '='", x->name);
+            return 0;
+        }
+        adv(s, 1);
+        skip_ws(s);
+        if (s->p >= s->end || (*s->p != '"' && *s->p != '\'')) {
+            fail(s, "attribute %s: value not quoted", x->name);
+            return 0;
+        }
+        char q = *s->p;
+        adv(s, 1);
+        size_t k = 0;
+        while (s->p < s->end && *s->p != q) {
+            if (*s->p == '<') {
+                fail(s, "'<' inside attribute %s", x->name);
+                return 0;
+            }
+            if (k + 1 < sizeof(x->value))
+                x->value[k++] = *s->p;
+            adv(s, 1);
+        }
+        x->value[k] = '\0';
+        if (s->p >= s->end) {
+            fail(s, "unterminated value of %s", x->name);
+            return 0;
+        }
+        adv(s, 1);
+        if (*na < MAX_ATTRS)
+            (*na)++;
+    }
+}
+
+static const char *attr(const attr_t *a, int na, const char *name)
+{
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i].name, name) == 0)
+            return a[i].value;
+    return NULL;
+}
+
+/* ---- building ---- */
+
+static int add_node(rcoll_topo_t *t, scan_t *s, ntype_t type, int parent)
+{
+    if (t->nn >= TOPO_MAX_NODES) {
+        fail(s, "more than %d objects", TOPO_MAX_NODES);
+        return -1;
+    }
+    if (t->nn == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        node_t *n = realloc(t->n, (size_t)cap * sizeof(*n));
+        if (!n) {
+            fail(s, "out of memory");
+            return -1;
+        }
+        t->n = n;
+        t->cap = cap;
+    }
+    node_t *x = &t->n[t->nn];
+    memset(x, 0, sizeof(*x));
+    x->type = type;
+    x->parent = parent;
+    x->osdev_type = -1;
+    return t->nn++;
+}
+
+static ntype_t type_of(const char *v)
+{
+    static const struct { const char *name; ntype_t type; } map[] = {
+        {"Machine", N_MACHINE}, {"Package", N_PACKAGE},
+        {"Socket", N_PACKAGE},  {"NUMANode", N_NUMA},
+        {"Group", N_GROUP},     {"Bridge", N_BRIDGE},
+        {"PCIDev", N_PCIDEV},   {"OSDev", N_OSDEV},
+    };
+    if (v)
+        for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+            if (strcmp(v, map[i].name) == 0)
+                return map[i].type;
+    return N_OTHER;
+}
+
+static void fill_object(node_t *x, const attr_t *a, int na)
+{
+    const char *v;
+    if ((v = attr(a, na, "gp_index")))
+        x->gp = strtoull(v, NULL, 10);
+    if ((v = attr(a, na, "pci_busid")))
+        copy(x->busid, sizeof(x->busid), v);
+    if ((v = attr(a, na, "name")))
+        copy(x->name, sizeof(x->name), v);
+    if ((v = attr(a, na, "subtype")))
+        copy(x->subtype, sizeof(x->subtype), v);
+    if ((v = attr(a, na, "osdev_type")))
+        x->osdev_type = atoi(v);
+    if (x->type == N_BRIDGE) {
+        /* "0-1": host to PCI; "1-1": PCI to PCI (a switch port) */
+        v = attr(a, na, "bridge_type");
+        x->host_bridge = v ? v[0] == '0' : 0;
+    }
+    if (x->type == N_PCIDEV && (v = attr(a, na, "pci_type"))) {
+        /* "0302 [10de:20b0] [10de:134f] a1" */
+        x->pci_class = (unsigned)strtoul(v, NULL, 16) & 0xffff;
+        const char *b = strchr(v, '[');
+        if (b)
+            x->pci_vendor = (unsigned)strtoul(b + 1, NULL, 16) & 0xffff;
+    }
+}
+
+/* a distances2 block: gp indexes and an n x n matrix */
+typedef struct {
+    int active, is_nvlink;
+    unsigned long long *idx, *val;
+    size_t nidx, nval, cap_idx, cap_val;
+} dist_t;
+
+static int push_u64(unsigned long long **v, size_t *n, size_t *cap,
+                    unsigned long long x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        if (c > (size_t)TOPO_MAX_DEV * TOPO_MAX_DEV)
+            return -1;
+        unsigned long long *w = realloc(*v, c * sizeof(*w));
+        if (!w)
+            return -1;
+        *v = w;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* whitespace-separated unsigned numbers up to the next '<' */
+static int read_numbers(scan_t *s, unsigned long long **v, size_t *n,
+                        size_t *cap)
+{
+    for (;;) {
+        skip_ws(s);
+        if (s->p >= s->end || *s->p == '<')
+            return 0;
+        if (!isdigit((unsigned char)*s->p)) {
+            fail(s, "a number expected in a distances matrix");
+            return -1;
+        }
+        unsigned long long x = 0;
+        while (s->p < s->end && isdigit((unsigned char)*s->p)) {
+            unsigned d = (unsigned)(*s->p - '0');
+            x = x > (~0ull - d) / 10 ? ~0ull : x * 10 + d; /* saturate */
+            adv(s, 1);
+        }
+        if (push_u64(v, n, cap, x) < 0) {
+            fail(s, "distances matrix too large");
+            return -1;
+        }
+    }
+}
+
+/* an OS device tells its PCI parent what it is */
+static void note_osdev(rcoll_topo_t *t, int i)
+{
+    const node_t *o = &t->n[i];
+    if (o->parent < 0 || t->n[o->parent].type != N_PCIDEV)
+        return;
+    node_t *x = &t->n[o->parent];
+    if (strcmp(o->subtype, "CUDA") == 0 || strncmp(o->name, "cuda", 4) == 0 ||
+        strncmp(o->name, "nvml", 4) == 0)
+        x->cuda = 1;
+    else if (o->osdev_type == 3 || strcmp(o->subtype, "OpenFabrics") == 0) {
+        if (!x->rdma[0])
+            copy(x->rdma, sizeof(x->rdma), o->name);
+    } else if (o->osdev_type == 2 || strcmp(o->subtype, "Network") == 0) {
+        if (!x->net[0])
+            copy(x->net, sizeof(x->net), o->name);
+    }
+}
+
+static int node_is_gpu(const rcoll_topo_t *t, int i)
+{
+    const node_t *x = &t->n[i];
+    if (x->type != N_PCIDEV)
+        return 0;
+    unsigned cls = x->pci_class >> 8;
+    return x->cuda ||
+           (cls == 0x03 && (x->pci_vendor == 0x10de || x->pci_vendor == 0x1002));
+}
+
+/* a NIC: an RDMA device below it (hwloc's OpenFabrics OSDev, type 3), an
+ * InfiniBand controller, or an Ethernet controller with a netdev */
+static int node_is_nic(rcoll_topo_t *t, int i, char *name, size_t len)
+{
+    const node_t *x = &t->n[i];
+    if (x->type != N_PCIDEV)
+        return 0;
+    unsigned cls = x->pci_class >> 8;
+    if (!x->rdma[0] && !x->net[0] && x->pci_class != 0x0207)
+        return 0;
+    if (!x->rdma[0] && cls != 0x02)
+        return 0;
+    snprintf(name, len, "%s", x->rdma[0] ? x->rdma : x->net);
+    return 1;
+}
+
+static int gpu_of_node(const rcoll_topo_t *t, int i)
+{
+    for (; i >= 0; i = t->n[i].parent)
+        for (int g = 0; g < t->ngpu; g++)
+            if (t->gpu[g] == i)
+                return g;
+    return -1;
+}
+
+static void apply_distances(rcoll_topo_t *t, const dist_t *d)
+{
+    size_t n = d->nidx;
+    if (!d->is_nvlink || n == 0 || n > TOPO_MAX_DEV || d->nval != n * n ||
+        !t->nvl)
+        return;
+    int *g = calloc(n, sizeof(*g));
+    if (!g)
+        return;
+    for (size_t k = 0; k < n; k++) {
+        g[k] = -1;
+        for (int i = 0; i < t->nn; i++)
+            if (t->n[i].gp && t->n[i].gp == d->idx[k]) {
+                g[k] = gpu_of_node(t, i);
+                break;
+            }
+    }
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            if (g[a] >= 0 && g[b] >= 0 && g[a] != g[b])
+                t->nvl[g[a] * t->ngpu + g[b]] += d->val[a * n + b];
+    free(g);
+}
+
+rcoll_status_t rcoll_topo_parse(const char *xml, size_t len,
+                                rcoll_topo_t **out, char *err, size_t errlen)
+{
+    if (!xml || !out)
+        return RCOLL_ERR_INVALID_ARGUMENT;
+    scan_t s = {xml, xml + len, 1, err, errlen, 0};
+    rcoll_topo_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return RCOLL_ERR_NO_MEMORY;
+    /* the open elements: their names and the object node each opened */
+    char open_name[TOPO_MAX_DEPTH][32];
+    int open_node[TOPO_MAX_DEPTH];
+    int depth = 0, seen_topology = 0;
+    /* distances blocks, applied once all objects are known */
+    dist_t *dists = NULL;
+    size_t ndist = 0;
+    dist_t *cur = NULL;
+    int in_numbers = 0; /* 1: <indexes>, 2: <u64values>/<values> */
+
+    while (!s.failed && s.p < s.end) {
+        if (*s.p != '<') {
+            if (in_numbers && cur) {
+                if (in_numbers == 1)
+                    read_numbers(&s, &cur->idx, &cur->nidx, &cur->cap_idx);
+                else
+                    read_numbers(&s, &cur->val, &cur->nval, &cur->cap_val);
+                continue;
+            }
+            adv(&s, 1); /* text we do not use */
+            continue;
+        }
+        if (s.end - s.p >= 4 && memcmp(s.p, "<!--", 4) == 0) {
+            if (!skip_past(&s, "-->"))
+                fail(&s, "unterminated comment");
+            continue;
+        }
+        if (s.end - s.p >= 2 && (s.p[1] == '?' || s.p[1] == '!')) {
+            if (!skip_past(&s, ">"))
+                fail(&s, "unterminated declaration");
+            continue;
+        }
+        adv(&s, 1);
+        if (s.p < s.end && *s.p == '/') { /* an end tag */
+            adv(&s, 1);
+            char name[32];
+            read_name(&s, name, sizeof(name));
+            skip_ws(&s);
+            if (s.p >= s.end || *s.p != '>') {
+                fail(&s, "bad end tag </%s", name);
+                break;
+            }
+            adv(&s, 1);
+            if (depth == 0 || strcmp(open_name[depth - 1], name) != 0) {
+                fail(&s, "</%s> does not close <%s>", name,
+                     depth ? open_name[depth - 1] : "(nothing)");
+                break;
+            }
+            depth--;
+            if (strcmp(name, "indexes") == 0 || strcmp(name, "u64values") == 0
+                || strcmp(name, "values") == 0)
+                in_numbers = 0;
+            if (strcmp(name, "distances2") == 0)
+                cur = NULL;
+            continue;
+        }
+        char name[32];
+        if (!read_name(&s, name, sizeof(name))) {
+            fail(&s, "bad tag");
+            break;
+        }
+        attr_t a[MAX_ATTRS];
+        int na, empty;
+        if (!read_attrs(&s, a, &na, &empty))
+            break;
+        if (depth == 0 && strcmp(name, "topology") != 0) {
+            fail(&s, "<%s> where <topology> was expected", name);
+            break;
+        }
+        if (depth == 0)
+            seen_topology = 1;
+        int parent_obj = -1;
+        for (int k = depth - 1; k >= 0; k--)
+            if (open_node[k] >= 0) {
+                parent_obj = open_node[k];
+                break;
+            }
+        int me = -1;
+        if (strcmp(name, "object") == 0) {
+            if (depth < 1) {
+                fail(&s, "<object> outside <topology>");
+                break;
+            }
+            me = add_node(t, &s, type_of(attr(a, na, "type")), parent_obj);
+            if (me < 0)
+                break;
+            fill_object(&t->n[me], a, na);
+            if (t->n[me].type == N_PACKAGE)
+                t->npkg++;
+        } else if (strcmp(name, "distances2") == 0 && !empty) {
+            dist_t *d = realloc(dists, (ndist + 1) * sizeof(*d));
+            if (!d) {
+                fail(&s, "out of memory");
+                break;
+            }
+            dists = d;
+            cur = &dists[ndist++];
+            memset(cur, 0, sizeof(*cur));
+            const char *dn = attr(a, na, "name");
+            cur->is_nvlink = dn && strcmp(dn, "NVLinkBandwidth") == 0;
+        } else if (cur && !empty &&
+                   (strcmp(name, "indexes") == 0 ||
+                    strcmp(name, "u64values") == 0 ||
+                    strcmp(name, "values") == 0)) {
+            in_numbers = name[0] == 'i' ? 1 : 2;
+        }
+        if (!empty) {
+            if (depth == TOPO_MAX_DEPTH) {
+                fail(&s, "nesting deeper than %d", TOPO_MAX_DEPTH);
+                break;
+            }
+            copy(open_name[depth], sizeof(open_name[depth]), name);
+            open_node[depth] = me;
+            depth++;
+        }
+    }
+    if (!s.failed && !seen_topology)
+        fail(&s, "no <topology> element");
+    if (!s.failed && depth != 0)
+        fail(&s, "<%s> is not closed", open_name[depth - 1]);
+
+    if (!s.failed) {
+        for (int i = 0; i < t->nn; i++)
+            if (t->n[i].type == N_OSDEV)
+                note_osdev(t, i);
+        for (int i = 0; i < t->nn; i++) {
+            char nm[64];
+            if (node_is_gpu(t, i) && t->ngpu < TOPO_MAX_DEV)
+                t->gpu[t->ngpu++] = i;
+            else if (node_is_nic(t, i, nm, sizeof(nm)) &&
+                     t->nnic < TOPO_MAX_DEV) {
+                snprintf(t->nicname[t->nnic], sizeof(t->nicname[0]), "%s",
+                         nm);
+                t->nic[t->nnic++] = i;
+            }
+        }
+        if (t->ngpu) {
+            t->nvl = calloc((size_t)t->ngpu * t->ngpu, sizeof(*t->nvl));
+            if (!t->nvl)
+                fail(&s, "out of memory");
+        }
+        for (size_t k = 0; k < ndist; k++)
+            apply_distances(t, &dists[k]);
+    }
+    for (size_t k = 0; k < ndist; k++) {
+        free(dists[k].idx);
+        free(dists[k].val);
+    }
+    free(dists);
+    if (s.failed) {
+        rcoll_topo_free(t);
+        return RCOLL_ERR_INVALID_ARGUMENT;
+    }
+    *out = t;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_topo_load(const char *path, rcoll_topo_t **out,
+                               char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "topology file %s: %s", path, strerror(errno));
+        return RCOLL_ERR_INVALID_ARGUMENT;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= TOPO_MAX_BYTES) {
+                snprintf(err, errlen, "topology file %s: larger than %u MiB",
+                         path, TOPO_MAX_BYTES >> 20);
+                free(buf);
+                fclose(f);
+                return RCOLL_ERR_INVALID_ARGUMENT;
+            }
+            char *b = realloc(buf, cap * 2);
+            if (!b)
+                break;
+            buf = b;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        if (k == 0)
+            break;
+        n += k;
+    }
+    fclose(f);
+    if (!buf)
+        return RCOLL_ERR_NO_MEMORY;
+    char e2[256] = "";
+    rcoll_status_t st = rcoll_topo_parse(buf, n, out, e2, sizeof(e2));
+    if (st != RCOLL_OK)
+        snprintf(err, errlen, "%s: %s", path, e2);
+    free(buf);
+    return st;
+}
+
+void rcoll_topo_free(rcoll_topo_t *t)
+{
+    if (!t)
+        return;
+    free(t->n);
+    free(t->nvl);
+    free(t);
+}
+
+/* ---- queries ---- */
+
+int rcoll_topo_npackages(const rcoll_topo_t *t) { return t->npkg; }
+int rcoll_topo_ngpus(const rcoll_topo_t *t) { return t->ngpu; }
+int rcoll_topo_nnics(const rcoll_topo_t *t) { return t->nnic; }
+
+const char *rcoll_topo_gpu_busid(const rcoll_topo_t *t, int g)
+{
+    return g >= 0 && g < t->ngpu ? t->n[t->gpu[g]].busid : "";
+}
+
+const char *rcoll_topo_nic_busid(const rcoll_topo_t *t, int k)
+{
+    return k >= 0 && k < t->nnic ? t->n[t->nic[k]].busid : "";
+}
+
+const char *rcoll_topo_nic_name(const rcoll_topo_t *t, int k)
+{
+    return k >= 0 && k < t->nnic ? t->nicname[k] : "";
+}
+
+static int package_of(const rcoll_topo_t *t, int i)
+{
+    for (; i >= 0; i = t->n[i].parent)
+        if (t->n[i].type == N_PACKAGE) {
+            int k = 0; /* its order among the packages */
+            for (int j = 0; j < i; j++)
+                k += t->n[j].type == N_PACKAGE;
+            return k;
+        }
+    return -1;
+}
+
+int rcoll_topo_gpu_package(const rcoll_topo_t *t, int g)
+{
+    return g >= 0 && g < t->ngpu ? package_of(t, t->gpu[g]) : -1;
+}
+
+int rcoll_topo_nic_package(const rcoll_topo_t *t, int k)
+{
+    return k >= 0 && k < t->nnic ? package_of(t, t->nic[k]) : -1;
+}
+
+unsigned long long rcoll_topo_nvlink_bw(const rcoll_topo_t *t, int a, int b)
+{
+    if (!t->nvl || a < 0 || b < 0 || a >= t->ngpu || b >= t->ngpu)
+        return 0;
+    return t->nvl[a * t->ngpu + b];
+}
+
+/* the path between two PCI devices by the PCIe tree alone */
+static rcoll_path_t pci_path(const rcoll_topo_t *t, int a, int b)
+{
+    if (a == b)
+        return RCOLL_PATH_LOC;
+    /* the lowest common ancestor */
+    int lca = -1;
+    for (int x = a; x >= 0 && lca < 0; x = t->n[x].parent)
+        for (int y = b; y >= 0; y = t->n[y].parent)
+            if (x == y) {
+                lca = x;
+                break;
+            }
+    if (lca >= 0 && t->n[lca].type == N_BRIDGE && !t->n[lca].host_bridge) {
+        /* below one PCIe switch: PIX when each device is at most one port
+         * (bridge) below it, else several switches: PXB */
+        int worst = 0;
+        for (int side = 0; side < 2; side++) {
+            int k = 0;
+            for (int x = t->n[side ? b : a].parent; x >= 0 && x != lca;
+                 x = t->n[x].parent)
+                k += t->n[x].type == N_BRIDGE;
+            worst = k > worst ? k : worst;
+        }
+        return worst <= 1 ? RCOLL_PATH_PIX : RCOLL_PATH_PXB;
+    }
+    int pa = package_of(t, a), pb = package_of(t, b);
+    if (pa >= 0 && pb >= 0)
+        return pa == pb ? RCOLL_PATH_PHB : RCOLL_PATH_SYS;
+    /* I/O attached to the machine: one CPU, or unknown sockets */
+    return t->npkg <= 1 ? RCOLL_PATH_PHB : RCOLL_PATH_SYS;
+}
+
+rcoll_path_t rcoll_topo_gpu_nic_path(const rcoll_topo_t *t, int g, int k)
+{
+    if (g < 0 || g >= t->ngpu || k < 0 || k >= t->nnic)
+        return RCOLL_PATH_SYS;
+    return pci_path(t, t->gpu[g], t->nic[k]);
+}
+
+rcoll_path_t rcoll_topo_gpu_gpu_path(const rcoll_topo_t *t, int a, int b)
+{
+    if (a < 0 || a >= t->ngpu || b < 0 || b >= t->ngpu)
+        return RCOLL_PATH_SYS;
+    if (a == b)
+        return RCOLL_PATH_LOC;
+    if (rcoll_topo_nvlink_bw(t, a, b) > 0)
+        return RCOLL_PATH_NVL;
+    return pci_path(t, t->gpu[a], t->gpu[b]);
+}
+
+void rcoll_topo_choose_nics(const rcoll_topo_t *t, int *nic_of)
+{
+    int load[TOPO_MAX_DEV] = {0};
+    for (int g = 0; g < t->ngpu; g++) {
+        int best = -1;
+        rcoll_path_t bp = RCOLL_PATH_COUNT;
+        for (int k = 0; k < t->nnic; k++) {
+            rcoll_path_t p = rcoll_topo_gpu_nic_path(t, g, k);
+            if (p < bp || (p == bp && load[k] < load[best])) {
+                best = k;
+                bp = p;
+            }
+        }
+        nic_of[g] = best;
+        if (best >= 0)
+            load[best]++;
+    }
+}
+
+int rcoll_topo_gdr(const rcoll_topo_t *t, int g, int k, rcoll_path_t max)
+{
+    return rcoll_topo_gpu_nic_path(t, g, k) <= max;
+}
+
+static const char *const path_names[RCOLL_PATH_COUNT] = {
+    "LOC", "NVL", "PIX", "PXB", "PHB", "SYS"};
+
+const char *rcoll_path_name(rcoll_path_t p)
+{
+    return (unsigned)p < RCOLL_PATH_COUNT ? path_names[p] : "?";
+}
+
+int rcoll_path_parse(const char *s)
+{
+    for (int i = 0; i < RCOLL_PATH_COUNT; i++)
+        if (s && strcasecmp(s, path_names[i]) == 0)
+            return i;
+    return -1;
+}

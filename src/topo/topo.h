@@ -1,0 +1,77 @@
+/*
+ * Host topology: the PCIe tree, GPUs, NICs and NVLink of one host, loaded
+ * from hwloc's XML format (what `lstopo --of xml` writes; RCOLL_TOPO_FILE),
+ * and the decisions taken from it: the path class between a GPU and a NIC,
+ * the NIC of each GPU, and whether GPUDirect RDMA pays.
+ *
+ * Path classes, nearest first, as NCCL and the eRDMA material define them:
+ *   NVL  GPU to GPU over NVLink
+ *   PIX  through at most one PCIe switch (both below the same switch)
+ *   PXB  through several PCIe switches, not through the CPU
+ *   PHB  through the PCIe host bridge of one CPU (its root complex)
+ *   SYS  across the CPU sockets' interconnect
+ * This file reads no system state: detection (hwloc) is a separate step.
+ */
+#ifndef RCOLL_TOPO_H
+#define RCOLL_TOPO_H
+
+#include <stddef.h>
+
+#include "rcoll.h"
+
+typedef enum {
+    RCOLL_PATH_LOC = 0, /* the same device */
+    RCOLL_PATH_NVL,
+    RCOLL_PATH_PIX,
+    RCOLL_PATH_PXB,
+    RCOLL_PATH_PHB,
+    RCOLL_PATH_SYS,
+    RCOLL_PATH_COUNT
+} rcoll_path_t;
+
+typedef struct rcoll_topo rcoll_topo_t;
+
+/* Parses hwloc XML (version 2 layout; version 1 nesting also reads) from
+ * `len` bytes. On error returns RCOLL_ERR_INVALID_ARGUMENT and writes what
+ * and where (line) into err. Never reads past len; no recursion limit is
+ * hit by hostile input (depth is bounded). */
+rcoll_status_t rcoll_topo_parse(const char *xml, size_t len,
+                                rcoll_topo_t **out, char *err, size_t errlen);
+rcoll_status_t rcoll_topo_load(const char *path, rcoll_topo_t **out,
+                               char *err, size_t errlen);
+void rcoll_topo_free(rcoll_topo_t *t);
+
+int rcoll_topo_npackages(const rcoll_topo_t *t);
+int rcoll_topo_ngpus(const rcoll_topo_t *t);
+int rcoll_topo_nnics(const rcoll_topo_t *t);
+/* PCI bus id ("0000:3b:00.0") and OS name ("cuda0", "mlx5_0"; "" if none) */
+const char *rcoll_topo_gpu_busid(const rcoll_topo_t *t, int gpu);
+const char *rcoll_topo_nic_busid(const rcoll_topo_t *t, int nic);
+const char *rcoll_topo_nic_name(const rcoll_topo_t *t, int nic);
+/* the package (socket) a GPU or NIC hangs from; -1 if unknown */
+int rcoll_topo_gpu_package(const rcoll_topo_t *t, int gpu);
+int rcoll_topo_nic_package(const rcoll_topo_t *t, int nic);
+/* NVLink bandwidth between two GPUs in MB/s, from hwloc's
+ * "NVLinkBandwidth" distances matrix (an NVSwitch makes every pair
+ * nonzero); 0 if they are not joined by NVLink */
+unsigned long long rcoll_topo_nvlink_bw(const rcoll_topo_t *t, int gpu_a,
+                                        int gpu_b);
+
+rcoll_path_t rcoll_topo_gpu_nic_path(const rcoll_topo_t *t, int gpu, int nic);
+rcoll_path_t rcoll_topo_gpu_gpu_path(const rcoll_topo_t *t, int a, int b);
+
+/* The NIC for each GPU: the nearest by path class; among GPUs that tie on
+ * several NICs, spread evenly (the GPU goes to the tied NIC with the fewest
+ * GPUs so far, in GPU order). nic_of[gpu] gets -1 if the host has no NIC. */
+void rcoll_topo_choose_nics(const rcoll_topo_t *t, int *nic_of);
+
+/* GPUDirect RDMA between `gpu` and `nic` is used when their path is no
+ * farther than `max_level` (RCOLL_GDR_LEVEL; PXB by default). */
+int rcoll_topo_gdr(const rcoll_topo_t *t, int gpu, int nic,
+                   rcoll_path_t max_level);
+
+const char *rcoll_path_name(rcoll_path_t p);
+/* "PIX", "pxb", ... -> the class; -1 if unknown */
+int rcoll_path_parse(const char *s);
+
+#endif

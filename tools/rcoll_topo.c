@@ -1,0 +1,117 @@
+/* rcoll-topo: prints a host's topology as rcoll reads it (GPUs, NICs and
+ * their sockets), the path class between every GPU and NIC and between
+ * GPUs, and the decisions taken from it: the NIC of each GPU and whether
+ * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason. */
+#include "config.h"
+#include "topo/topo.h"
+#include "util/params.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rcoll-topo [--xml FILE] [--gdr-level PIX|PXB|PHB|SYS]\n"
+            "  --xml FILE      read FILE (hwloc XML, as lstopo --of xml "
+            "writes)\n"
+            "                  instead of RCOLL_TOPO_FILE\n"
+            "  --gdr-level L   instead of RCOLL_GDR_LEVEL (default PXB)\n");
+}
+
+int main(int argc, char **argv)
+{
+    rcoll_config_init();
+    const char *file = rcoll_config.topo_file;
+    const char *level = rcoll_config.gdr_level;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--xml") == 0 && i + 1 < argc)
+            file = argv[++i];
+        else if (strcmp(argv[i], "--gdr-level") == 0 && i + 1 < argc)
+            level = argv[++i];
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    int lv = rcoll_path_parse(level && level[0] ? level : "PXB");
+    if (lv < RCOLL_PATH_PIX) {
+        fprintf(stderr, "rcoll-topo: GDR level \"%s\" is not one of PIX, "
+                        "PXB, PHB, SYS\n", level);
+        return 2;
+    }
+    if (!file || !file[0]) {
+        fprintf(stderr,
+                "rcoll-topo: no topology: pass --xml FILE or set "
+                "RCOLL_TOPO_FILE (detection from hwloc is not in this "
+                "release; lstopo --of xml > FILE exports this host's)\n");
+        return 1;
+    }
+    rcoll_topo_t *t = NULL;
+    char err[512] = "";
+    if (rcoll_topo_load(file, &t, err, sizeof(err)) != RCOLL_OK) {
+        fprintf(stderr, "rcoll-topo: %s\n", err);
+        return 1;
+    }
+    int ng = rcoll_topo_ngpus(t), nn = rcoll_topo_nnics(t);
+    printf("topology %s: %d packages, %d GPUs, %d NICs\n", file,
+           rcoll_topo_npackages(t), ng, nn);
+    for (int g = 0; g < ng; g++)
+        printf("  GPU %d  %s  package %d\n", g, rcoll_topo_gpu_busid(t, g),
+               rcoll_topo_gpu_package(t, g));
+    for (int k = 0; k < nn; k++)
+        printf("  NIC %d  %s  %s  package %d\n", k, rcoll_topo_nic_name(t, k),
+               rcoll_topo_nic_busid(t, k), rcoll_topo_nic_package(t, k));
+    if (ng && nn) {
+        printf("\nGPU-NIC paths (NVL < PIX < PXB < PHB < SYS):\n       ");
+        for (int k = 0; k < nn; k++)
+            printf(" NIC%-2d", k);
+        printf("\n");
+        for (int g = 0; g < ng; g++) {
+            printf("  GPU%-2d", g);
+            for (int k = 0; k < nn; k++)
+                printf(" %-5s", rcoll_path_name(rcoll_topo_gpu_nic_path(t, g, k)));
+            printf("\n");
+        }
+    }
+    if (ng > 1) {
+        printf("\nGPU-GPU paths:\n       ");
+        for (int h = 0; h < ng; h++)
+            printf(" GPU%-2d", h);
+        printf("\n");
+        for (int g = 0; g < ng; g++) {
+            printf("  GPU%-2d", g);
+            for (int h = 0; h < ng; h++)
+                printf(" %-5s", rcoll_path_name(rcoll_topo_gpu_gpu_path(t, g, h)));
+            printf("\n");
+        }
+    }
+    if (ng) {
+        int *nic_of = calloc((size_t)ng, sizeof(*nic_of));
+        rcoll_topo_choose_nics(t, nic_of);
+        printf("\nNIC and GPUDirect RDMA per GPU (RCOLL_GDR_LEVEL=%s):\n",
+               rcoll_path_name((rcoll_path_t)lv));
+        for (int g = 0; g < ng; g++) {
+            int k = nic_of[g];
+            if (k < 0) {
+                printf("  GPU %d: no NIC on this host\n", g);
+                continue;
+            }
+            rcoll_path_t p = rcoll_topo_gpu_nic_path(t, g, k);
+            int gdr = rcoll_topo_gdr(t, g, k, (rcoll_path_t)lv);
+            printf("  GPU %d -> NIC %d (%s): path %s, the nearest; GDR %s "
+                   "(%s %s %s)\n", g, k, rcoll_topo_nic_name(t, k),
+                   rcoll_path_name(p), gdr ? "yes" : "no, staged through "
+                   "host memory", rcoll_path_name(p), gdr ? "<=" : ">",
+                   rcoll_path_name((rcoll_path_t)lv));
+        }
+        free(nic_of);
+    }
+    printf("\nnot in this release: detection (hwloc/NVML), rank placement, "
+           "ring and tree orders from the topology\n");
+    rcoll_topo_free(t);
+    return 0;
+}
