@@ -114,18 +114,19 @@ lossy() {
 check "siw: 2 hosts under netem 2% loss, 2 ms delay: bit-exact" lossy
 
 # a peer dies: every survivor fails naming it (test_fail loop: exit 3)
-killtest() {
+killtest_once() {
     n=4; pids=""
     for r in 0 1 2 3; do
         # no $T here: kill must hit the rank itself (test_fail loop gives
         # up after 120 s on its own)
-        ip netns exec h$((r % 2)) env RCOLL_ROOT=10.77.0.1:29705 RCOLL_SIZE=$n RCOLL_RANK=$r \
+        ip netns exec h$((r % 2)) env RCOLL_ROOT=10.77.0.1:$1 RCOLL_SIZE=$n RCOLL_RANK=$r \
             RCOLL_SECRET=$SECRET RCOLL_TRANSPORTS=ib RCOLL_VICTIM=3 $B/tests/test_fail loop \
             > "$L/kill$r.log" 2>&1 &
         eval "pid$r=\$!"
     done
     sleep 10
-    kill -9 $pid3
+    early=0
+    kill -9 $pid3 2> /dev/null || early=1
     bad=0
     for r in 0 1 2; do
         eval "p=\$pid$r"
@@ -133,7 +134,22 @@ killtest() {
         echo "rank $r exit $code: $(tail -n 1 "$L/kill$r.log")"
         [ $code -eq 3 ] || bad=1
     done
+    if [ $early = 1 ]; then
+        wait $pid3; code=$?
+        echo "rank 3 (the victim) had exited before the kill, status $code: $(tail -n 3 "$L/kill3.log")"
+        return 2
+    fi
     return $bad
+}
+# The victim has been seen to exit on its own during the bootstrap in the
+# emulated guest (once in many CI runs; not understood yet, see
+# docs/reliability.md): that attempt's logs are printed and the test runs
+# once more; any other failure fails at once.
+killtest() {
+    killtest_once 29705; rc=$?
+    [ $rc -eq 2 ] || return $rc
+    echo "(the victim died before the kill: the attempt above is kept; once more)"
+    killtest_once 29715
 }
 check "siw: a rank killed on host h1: the 3 others fail naming it" killtest
 # tests/faults/run.sh on the guest's two hosts: netem exists in this
