@@ -42,6 +42,7 @@ t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 t "topo: rcoll-topo explains a topology" 30 sh -c "'$B/tools/rcoll-topo' --xml '$S/tests/topo/a.xml' | tee /dev/stderr | grep -q 'GPU 2 -> NIC 0 (mlx5_0): path PHB, the nearest; GDR no' && ! '$B/tools/rcoll-topo' --xml /nonexistent"
+t "topo: rcoll-topo --hosts shows the ring order and rings" 30 sh -c "'$B/tools/rcoll-topo' --hosts a,b,a,b,a,b | tee /dev/stderr | grep -q '^  0 2 4 | 1 3 5' && '$B/tools/rcoll-topo' --hosts a,b,a,b,a,b | grep -q 'network ring 1: 2 3'"
 t "api: arguments and errors"     60 "$B/tests/test_api"
 # every collective x type x op x count, on each transport
 for n in 1 2 3 4 5 8; do
@@ -56,7 +57,8 @@ done
 # 1-8 ranks; 64 KiB chunks so that 40000 and 70001 elements cross several
 # chunks. The list comes from the library itself (rcoll-info -a).
 COUNTS=0,1,7,1023,40000,70001
-for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ {print $1 ":" $2}'); do
+# (the hierarchical all-reduce needs several hosts: see "hosts:" below)
+for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ && $2 != "hierarchical" {print $1 ":" $2}'); do
     coll=${pair%%:*}
     for tl in shm tcp; do
         ns="1 2 3 4 5 6 7 8"
@@ -95,6 +97,11 @@ t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_sh
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
+# topology-aware placement: host-contiguous ring order, hierarchical
+# all-reduce, bytes across the network (tests/test_hosts.sh); hosts of one
+# machine told apart by RCOLL_HOSTID (tests/test_hostid.sh)
+t "hosts: 2 namespaces x 3 scrambled ranks, ring order, veth bytes" 300 sh "$S/tests/test_hosts.sh" "$B"
+t "hosts: RCOLL_HOSTID, hierarchical and ring-order algorithms" 300 sh "$S/tests/test_hostid.sh" "$B"
 # fault injection (tests/faults/run.sh): SIGKILL at random moments, SIGSTOP,
 # link cuts, bit flips with RCOLL_CHECKSUM; netem runs in the RDMA guest
 for tl in tcp shm; do

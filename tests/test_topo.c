@@ -235,6 +235,52 @@ static void bad_input(void)
           "path names");
 }
 
+/* The ring order a communicator computes from its ranks' hosts. */
+static void ring_case(const char *hosts, int topo, const char *want_ring,
+                      int want_nh, int want_L)
+{
+    uint64_t id[32] = {0};
+    int n = (int)strlen(hosts), ring[32], host[32], L = -1;
+    for (int r = 0; r < n; r++)
+        id[r] = (uint64_t)(unsigned char)hosts[r] * 0x9e3779b97f4a7c15ULL;
+    int nh = rcoll_topo_ring_order(n, id, topo, ring, host, &L);
+    char got[128] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d",
+                 i ? " " : "", ring[i]);
+    CHECK(!strcmp(got, want_ring) && nh == want_nh && L == want_L,
+          "ring order of %s (%s): %s, %d hosts of %d; expected %s, %d of %d",
+          hosts, topo ? "topo" : "user", got, nh, L, want_ring, want_nh,
+          want_L);
+    /* hosts are numbered by their lowest rank */
+    int seen = 0;
+    for (int r = 0; r < n; r++) {
+        int first = r;
+        for (int q = 0; q < r; q++)
+            if (hosts[q] == hosts[r]) {
+                first = q;
+                break;
+            }
+        int want = first < r ? host[first] : seen++;
+        CHECK(host[r] == want, "host of rank %d in %s: %d, expected %d", r,
+              hosts, host[r], want);
+    }
+}
+
+static void ring_orders(void)
+{
+    ring_case("ABABAB", 1, "0 2 4 1 3 5", 2, 3);
+    ring_case("ABABAB", 0, "0 1 2 3 4 5", 2, 0); /* interleaved: no hier */
+    ring_case("AABB", 0, "0 1 2 3", 2, 2);
+    ring_case("AABB", 1, "0 1 2 3", 2, 2);
+    ring_case("BAA", 1, "0 1 2", 2, 0);           /* 1 + 2 ranks */
+    ring_case("CABACB", 1, "0 4 1 3 2 5", 3, 2);
+    ring_case("ABABA", 1, "0 2 4 1 3", 2, 0);
+    ring_case("A", 1, "0", 1, 1);
+    ring_case("AAAA", 1, "0 1 2 3", 1, 4);
+    ring_case("ABCD", 1, "0 1 2 3", 4, 1);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/topo";
@@ -244,6 +290,7 @@ int main(int argc, char **argv)
     topo_d(dir);
     ties();
     bad_input();
+    ring_orders();
     printf("test_topo: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 /* rcoll-topo: prints a host's topology as rcoll reads it (GPUs, NICs and
  * their sockets), the path class between every GPU and NIC and between
  * GPUs, and the decisions taken from it: the NIC of each GPU and whether
- * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason. */
+ * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason; and,
+ * for a job whose ranks' hosts are given (--hosts), the ring order and the
+ * hierarchical all-reduce's rings, as a communicator would compute them. */
 #include "config.h"
 #include "topo/topo.h"
 #include "util/params.h"
@@ -16,7 +18,86 @@ static void usage(FILE *f)
             "  --xml FILE      read FILE (hwloc XML, as lstopo --of xml "
             "writes)\n"
             "                  instead of RCOLL_TOPO_FILE\n"
-            "  --gdr-level L   instead of RCOLL_GDR_LEVEL (default PXB)\n");
+            "  --gdr-level L   instead of RCOLL_GDR_LEVEL (default PXB)\n"
+            "  --hosts LIST    the host of each rank in rank order, comma-"
+            "separated\n"
+            "                  (e.g. a,b,a,b): print the ring order "
+            "(RCOLL_RING_ORDER)\n"
+            "                  and the hierarchical all-reduce's rings\n");
+}
+
+/* The placement a communicator of these ranks computes (comm.c). */
+static int placement(const char *list, const char *order)
+{
+    char *copy = strdup(list), *save = NULL;
+    int n = 0, cap = 16;
+    char **name = malloc((size_t)cap * sizeof(*name));
+    if (!copy || !name)
+        return 1;
+    for (char *tok = strtok_r(copy, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == cap) {
+            char **nn = realloc(name, (size_t)(cap *= 2) * sizeof(*name));
+            if (!nn)
+                return 1;
+            name = nn;
+        }
+        name[n++] = tok;
+    }
+    if (n == 0) {
+        fprintf(stderr, "rcoll-topo: --hosts names no rank\n");
+        return 2;
+    }
+    uint64_t *id = malloc((size_t)n * sizeof(*id));
+    int *ring = malloc((size_t)n * sizeof(int)), *host = malloc((size_t)n * sizeof(int));
+    if (!id || !ring || !host)
+        return 1;
+    for (int r = 0; r < n; r++) {
+        id[r] = (uint64_t)r;
+        for (int q = 0; q < r; q++)
+            if (!strcmp(name[q], name[r])) {
+                id[r] = id[q];
+                break;
+            }
+    }
+    int topo = strcmp(order, "user") != 0, L;
+    int H = rcoll_topo_ring_order(n, id, topo, ring, host, &L);
+    printf("%d ranks on %d hosts; ring order (RCOLL_RING_ORDER=%s):\n  ", n,
+           H, topo ? "topo" : "user");
+    int crossings = 0;
+    for (int i = 0; i < n; i++) {
+        int sep = i && host[ring[i]] != host[ring[i - 1]];
+        printf("%s%d", i == 0 ? "" : sep ? " | " : " ", ring[i]);
+        crossings += host[ring[i]] != host[ring[(i + 1) % n]];
+    }
+    printf("\n  the ring crosses between hosts %d times\n", crossings);
+    if (H >= 2 && L >= 2) {
+        printf("hierarchical all-reduce: %d hosts x %d ranks\n", H, L);
+        for (int h = 0; h < H; h++) {
+            printf("  host %d (%s) ring:", h, name[ring[h * L]]);
+            for (int p = 0; p < L; p++)
+                printf(" %d", ring[h * L + p]);
+            printf("\n");
+        }
+        for (int p = 0; p < L; p++) {
+            printf("  network ring %d:", p);
+            for (int h = 0; h < H; h++)
+                printf(" %d", ring[h * L + p]);
+            printf("\n");
+        }
+    } else {
+        printf("hierarchical all-reduce: not used (%s); the flat ring "
+               "instead\n", H < 2 ? "one host"
+                        : L < 2 ? (L == 0 ? "hosts of different sizes or "
+                                            "interleaved" : "one rank per host")
+                                : "");
+    }
+    free(id);
+    free(ring);
+    free(host);
+    free(name);
+    free(copy);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -24,11 +105,14 @@ int main(int argc, char **argv)
     rcoll_config_init();
     const char *file = rcoll_config.topo_file;
     const char *level = rcoll_config.gdr_level;
+    const char *hosts = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--xml") == 0 && i + 1 < argc)
             file = argv[++i];
         else if (strcmp(argv[i], "--gdr-level") == 0 && i + 1 < argc)
             level = argv[++i];
+        else if (strcmp(argv[i], "--hosts") == 0 && i + 1 < argc)
+            hosts = argv[++i];
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -42,6 +126,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "rcoll-topo: GDR level \"%s\" is not one of PIX, "
                         "PXB, PHB, SYS\n", level);
         return 2;
+    }
+    if (hosts) {
+        int rc = placement(hosts, rcoll_config.ring_order);
+        if (rc || !file || !file[0])
+            return rc;
+        printf("\n");
     }
     if (!file || !file[0]) {
         fprintf(stderr,

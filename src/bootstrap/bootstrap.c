@@ -74,6 +74,10 @@ uint64_t rcoll_host_hash(void)
 {
     char buf[512] = {0};
     uint8_t key[16] = {0};
+    if (rcoll_config.hostid && rcoll_config.hostid[0]) {
+        snprintf(buf, sizeof(buf), "RCOLL_HOSTID=%s", rcoll_config.hostid);
+        return rcoll_siphash(key, buf, strlen(buf));
+    }
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     size_t n = 0;
     if (f) {

@@ -234,7 +234,10 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 s->s_chunk = 0;
                 continue;
             }
-            if (t->send_dep >= 0) {
+            if (t->send_dep >= 0 && t->send_dep_all == 2) {
+                if (s->r_step <= t->send_dep)
+                    break; /* an earlier phase is still arriving */
+            } else if (t->send_dep >= 0) {
                 const coll_step_t *d = &s->steps[t->send_dep];
                 int need = t->send_dep_all
                                ? nchunks(s, d->recv_peer >= 0 ? d->recv_bytes

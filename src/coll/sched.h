@@ -31,7 +31,10 @@ typedef struct {
     size_t send_bytes;
     int send_dep;           /* step whose receive of chunk c must finish
                                before chunk c is sent; -1 none */
-    int send_dep_all;       /* wait for all of send_dep's chunks instead */
+    int send_dep_all;       /* 1: wait for all of send_dep's chunks instead;
+                               2: for every receive of steps 0..send_dep
+                               (a phase boundary, even when that step
+                               receives nothing) */
     int send_copy;          /* the peer only copies what this step sends
                                (a hint: shm then lets it read our buffer) */
     int recv_peer;          /* -1: no receive */
@@ -55,6 +58,16 @@ typedef struct {
     const char *link_name;
     int local_size;
     int ncores;
+    /* placement (core/comm.c): the ring order, position -> rank and rank
+     * -> position (NULL: rank order). With RCOLL_RING_ORDER=topo each
+     * host's ranks are contiguous in it; rings and chains follow it. */
+    const int *ring;
+    const int *ring_pos;
+    int nhosts;             /* distinct hosts */
+    int host_size;          /* ranks per host when every host has as many
+                               (then host h's ranks are ring positions
+                               h * host_size ...), else 0 */
+    rcoll_link_model_t link_local; /* the link between ranks of one host */
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
@@ -108,6 +121,17 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *env,
 void coll_sched_send_done(coll_sched_t *s);
 void coll_sched_free(coll_sched_t *s);
 const char *coll_kind_name(coll_kind_t k);
+
+/* The rank at ring position pos (taken mod nranks) and a rank's position. */
+static inline int coll_ring_rank(const coll_env_t *e, int pos)
+{
+    pos = (pos % e->nranks + e->nranks) % e->nranks;
+    return e->ring ? e->ring[pos] : pos;
+}
+static inline int coll_ring_pos(const coll_env_t *e, int rank)
+{
+    return e->ring_pos ? e->ring_pos[rank] : rank;
+}
 
 /* sendbuf -> recvbuf when not in place (count elements): the whole job of
  * a one-rank all-reduce, reduce or broadcast root. */
@@ -177,6 +201,7 @@ rcoll_status_t coll_algo_check_config(void);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allreduce_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e);

@@ -16,6 +16,9 @@ const coll_algo_t coll_algos[] = {
     {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner,
      "recursive halving reduce-scatter + recursive doubling all-gather "
      "(medium and large messages, 2 log2(n) steps)"},
+    {COLL_ALLREDUCE, "hierarchical", coll_allreduce_hier,
+     "reduce-scatter inside each host, one network ring per local rank, "
+     "all-gather inside each host (several hosts with as many ranks each)"},
     {COLL_ALLGATHER, "ring", coll_allgather_ring,
      "pipelined ring (large messages)"},
     {COLL_ALLGATHER, "bruck", coll_allgather_bruck,

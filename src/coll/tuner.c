@@ -15,7 +15,14 @@
  * Chunk size: for pipelines (chain, tree) the time (d - 1 + S / C) *
  * (alpha + C / beta) is smallest at C = sqrt(S * alpha * beta / (d - 1)),
  * kept between 4 KiB and the transport's slot size; rings and exchanges
- * use whole slots. */
+ * use whole slots.
+ *
+ * The hierarchical all-reduce has two links: the one between ranks of a
+ * host (RCOLL_TUNE_SHM when they use shared memory) for its host phases,
+ * and the network for its middle phase, where the host's L rings share
+ * the host's network bandwidth (each step moves 1/H of the buffer per
+ * host). It costs nothing less than infinity when the ranks are not
+ * several hosts of equal size. */
 #include "sched.h"
 #include <math.h>
 #include <stdio.h>
@@ -121,6 +128,22 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
             t = (n - 1) * (step_ovl(&m, blk, c, 1) + step(&m, blk, c, 0));
         } else if (!strcmp(nm, "recursive_doubling")) {
             t = m.Lp * step(&m, S, c, 1) + m.extra * 2 * step(&m, S, c, 0);
+        } else if (!strcmp(nm, "hierarchical")) {
+            int H = e->nhosts, L = e->host_size;
+            if (H < 2 || L < 2 || H * L != n) {
+                t = HUGE_VAL;
+                break;
+            }
+            model_t ml = m;
+            ml.a = e->link_local.alpha_us * 1e-6;
+            if (e->local_size > e->ncores)
+                ml.a *= (double)e->local_size / e->ncores;
+            ml.b = e->link_local.gbps * 1e9;
+            blk = S / L;
+            double sub = blk / H, k = nch(&m, sub, c) < 1 ? 1 : nch(&m, sub, c);
+            t = (L - 1) * (step_ovl(&ml, blk, c, 1) + step(&ml, blk, c, 0)) +
+                (H - 1) * 2 * (k * m.a + S / H / m.b) +
+                (H - 1) * sub / m.g;
         } else if (!strcmp(nm, "flat")) {
             /* one dependent round; the other n - 2 messages are only
              * posted; n - 1 inputs moved and reduced */

@@ -16,6 +16,7 @@
  * hand-off per message costs more than a small collective (docs/design.md).
  */
 #include "core.h"
+#include "topo/topo.h"
 #include "util/params.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -501,6 +502,8 @@ static void comm_free(struct rcoll_comm *c)
         close(c->evfd);
     free(c->eps);
     free(c->peer_tl);
+    free(c->ring);
+    free(c->ring_pos);
     rcoll_bootstrap_finalize(&c->bs);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->engine);
@@ -549,6 +552,7 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
     struct {
         uint32_t mask;
         int32_t ncores;
+        int32_t ring_user; /* RCOLL_RING_ORDER=user: must agree */
     } *masks = calloc((size_t)n, sizeof(*masks));
     uint8_t *tl_of = calloc((size_t)n * (size_t)n, 1); /* index + 1 */
     uint8_t *pairs = calloc((size_t)n * (size_t)n, 1);
@@ -559,13 +563,26 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
     }
     masks[me].mask = usable_transports();
     masks[me].ncores = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    masks[me].ring_user = strcmp(rcoll_config.ring_order, "user") == 0;
     st = rcoll_bootstrap_allgather(&c->bs, masks, sizeof(*masks));
     if (st != RCOLL_OK)
         goto out;
+    for (int a = 1; a < n; a++)
+        if (masks[a].ring_user != masks[0].ring_user) {
+            st = rcoll__set_error(
+                RCOLL_ERR_INVALID_ARGUMENT,
+                "rank 0 (%s) has RCOLL_RING_ORDER=%s and rank %d (%s) has "
+                "%s: it must be the same on every rank",
+                c->bs.peers[0].hostname, masks[0].ring_user ? "user" : "topo",
+                a, c->bs.peers[a].hostname,
+                masks[a].ring_user ? "user" : "topo");
+            goto out;
+        }
     /* The tuner's inputs, the same on every rank (every rank must pick the
      * same algorithm and chunk size): the slowest link any pair uses, the
      * most ranks on one host, the fewest cores of a host. */
     c->env.link = rcoll_config.tune_shm;
+    c->env.link_local = rcoll_config.tune_shm;
     c->env.link_name = "shm";
     c->env.local_size = 1;
     c->env.ncores = masks[0].ncores > 0 ? masks[0].ncores : 1;
@@ -597,6 +614,8 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
                 goto out;
             }
             tl_of[a * n + b] = tl_of[b * n + a] = (uint8_t)(t + 1);
+            if (same_host && !rcoll_transports[t]->local_only)
+                c->env.link_local = rcoll_config.tune_tcp;
         }
     c->tl_events.arg = c;
     c->tl_events.send_done = tl_send_done;
@@ -649,6 +668,54 @@ out:
     return st;
 }
 
+/* The ring order and the host structure (coll_env_t): hosts by their
+ * lowest rank, each host's ranks contiguous and in rank order
+ * (RCOLL_RING_ORDER=topo), or rank order (user). Every rank computes the
+ * same answer from the same rendezvous table. */
+static rcoll_status_t placement_init(struct rcoll_comm *c)
+{
+    int n = c->nranks;
+    int *host = malloc((size_t)n * sizeof(int)); /* rank -> host index */
+    uint64_t *ids = malloc((size_t)n * sizeof(uint64_t));
+    c->ring = malloc((size_t)n * sizeof(int));
+    c->ring_pos = malloc((size_t)n * sizeof(int));
+    if (!host || !ids || !c->ring || !c->ring_pos) {
+        free(host);
+        free(ids);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    }
+    for (int r = 0; r < n; r++)
+        ids[r] = c->bs.peers[r].host_hash;
+    int topo = strcmp(rcoll_config.ring_order, "user") != 0;
+    int nh = rcoll_topo_ring_order(n, ids, topo, c->ring, host,
+                                   &c->env.host_size);
+    for (int i = 0; i < n; i++)
+        c->ring_pos[c->ring[i]] = i;
+    c->env.ring = c->ring;
+    c->env.ring_pos = c->ring_pos;
+    c->env.nhosts = nh;
+    if (c->rank == 0 && rcoll__log_level >= RCOLL_LOG_INFO) {
+        char buf[512];
+        size_t off = 0;
+        for (int i = 0; i < n && off < sizeof(buf) - 16; i++)
+            off += (size_t)snprintf(
+                buf + off, sizeof(buf) - off, "%s%d",
+                i == 0 ? "" : host[c->ring[i]] != host[c->ring[i - 1]] ? " | "
+                                                                       : " ",
+                c->ring[i]);
+        if (off >= sizeof(buf) - 16)
+            snprintf(buf + off, sizeof(buf) - off, " ...");
+        rcoll_info(RCOLL_SUBSYS_INIT, "ring order (%s): %s (%d host%s, %s)",
+                   topo ? "topo" : "user", buf, nh, nh == 1 ? "" : "s",
+                   c->env.host_size ? "as many ranks on each"
+                                    : "hosts of different sizes or "
+                                      "interleaved");
+    }
+    free(host);
+    free(ids);
+    return RCOLL_OK;
+}
+
 static void mem_reg_free(struct rcoll_comm *c, struct rcoll_mem_reg *m)
 {
     for (int i = 0; i < c->ntls; i++)
@@ -685,6 +752,11 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         return st;
     if ((st = coll_algo_check_config()) != RCOLL_OK)
         return st;
+    if (strcmp(rcoll_config.ring_order, "topo") != 0 &&
+        strcmp(rcoll_config.ring_order, "user") != 0)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "RCOLL_RING_ORDER=\"%s\": expected topo or "
+                                "user", rcoll_config.ring_order);
     if (!comm || !id)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_init_rank: %s is NULL",
@@ -746,6 +818,10 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         snprintf(why, sizeof(why), "%s", rcoll_last_error());
         close_transports(c, 1, why);
         rcoll__set_error(st, "%s", why);
+        goto err;
+    }
+    if ((st = placement_init(c)) != RCOLL_OK) {
+        close_transports(c, 1, NULL);
         goto err;
     }
     c->env.rank = rank;

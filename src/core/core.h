@@ -32,6 +32,8 @@ struct rcoll_comm {
     rcoll_tl_ep_t **eps;          /* by peer: its endpoint */
     rcoll_tl_events_t tl_events;
     coll_env_t env;
+    int *ring;                    /* ring order: position -> rank */
+    int *ring_pos;                /* rank -> position */
     coll_tune_cache_t tune_cache[COLL_TUNE_CACHE_N];
     int epfd;
     int evfd;

@@ -766,3 +766,44 @@ int rcoll_path_parse(const char *s)
             return i;
     return -1;
 }
+
+int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
+                          int *ring, int *host_of, int *host_size)
+{
+    int nh = 0, k = 0;
+    int *host = host_of ? host_of : malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    int *count = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    if (!host || !count) {
+        if (!host_of)
+            free(host);
+        free(count);
+        for (int r = 0; r < n; r++)
+            ring[r] = r;
+        *host_size = 0;
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        host[r] = -1;
+        for (int q = 0; q < r && host[r] < 0; q++)
+            if (host_id[q] == host_id[r])
+                host[r] = host[q];
+        if (host[r] < 0)
+            host[r] = nh++;
+        count[host[r]]++;
+    }
+    for (int h = 0; h < (topo ? nh : 1); h++)
+        for (int r = 0; r < n; r++)
+            if (!topo || host[r] == h)
+                ring[k++] = r;
+    *host_size = n > 0 ? count[0] : 0;
+    for (int h = 1; h < nh; h++)
+        if (count[h] != count[0])
+            *host_size = 0;
+    for (int i = 0; i < n && *host_size; i++)
+        if (host[ring[i]] != i / *host_size)
+            *host_size = 0; /* user order with interleaved hosts */
+    if (!host_of)
+        free(host);
+    free(count);
+    return nh;
+}

@@ -16,6 +16,7 @@
 #define RCOLL_TOPO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rcoll.h"
 
@@ -73,5 +74,16 @@ int rcoll_topo_gdr(const rcoll_topo_t *t, int gpu, int nic,
 const char *rcoll_path_name(rcoll_path_t p);
 /* "PIX", "pxb", ... -> the class; -1 if unknown */
 int rcoll_path_parse(const char *s);
+
+/* Rank placement: the ring order of n ranks from each rank's host
+ * identity (equal values: one host). topo: hosts in the order of their
+ * lowest rank, each host's ranks contiguous and in rank order; otherwise
+ * rank order. Fills ring[n] (position -> rank) and, when not NULL,
+ * host_of[n] (rank -> host index, hosts numbered by lowest rank); returns
+ * the number of hosts and sets *host_size to the ranks per host when
+ * every host has as many and they are contiguous in the order, else 0.
+ * Every rank computes the same answer from the same table. */
+int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
+                          int *ring, int *host_of, int *host_size);
 
 #endif

@@ -259,6 +259,16 @@ static const param_t params[] = {
     P("IB_INLINE", "128", "size", ib_inline, size,
       "messages up to this many payload bytes go inline in the work "
       "request (no staging copy; capped by the device)"),
+    P("HOSTID", "", "string", hostid, string,
+      "overrides this process's host identity: ranks with the same value "
+      "are on one host (shared memory between them, one block of the ring "
+      "order, one intra-host phase of hierarchical collectives); default: "
+      "the kernel's boot id, the hostname and the network namespace"),
+    P("RING_ORDER", "topo", "string", ring_order, string,
+      "topo: rings and chains visit the ranks of each host contiguously "
+      "(hosts in the order of their lowest rank, ranks by rank within a "
+      "host), so a ring crosses the network once per host; user: rank "
+      "order. Results land in user rank order either way"),
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),

@@ -45,6 +45,9 @@ typedef struct {
     /* topology (src/topo; read by rcoll-topo in this release) */
     const char *topo_file;      /* hwloc XML */
     const char *gdr_level;      /* PIX | PXB | PHB | SYS */
+    /* placement */
+    const char *hostid;         /* host identity override */
+    const char *ring_order;     /* topo | user */
     /* algorithms */
     const char *algo;
     /* the tuner's cost model (coll/tuner.c) */

@@ -1,6 +1,7 @@
 /* Ring all-reduce = ring reduce-scatter + ring all-gather, pipelined by
- * chunks. Rank r sends block (r - s) mod n at step s and receives block
- * (r - s - 1) mod n, reducing in steps 0..n-2 (AVG divides in the last
+ * chunks. The ring follows the communicator's ring order (host-contiguous
+ * by default): the rank at position r sends block (r - s) mod n at step s
+ * to position r + 1 and receives block (r - s - 1) mod n from r - 1, reducing in steps 0..n-2 (AVG divides in the last
  * of them) and copying in steps n-1..2n-3. Each send waits only for the same
  * chunk of the previous step's receive, so chunks flow around the ring
  * while later ones are still arriving. Out of place, the local operand is
@@ -10,7 +11,7 @@
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
 {
-    int n = e->nranks, r = e->rank;
+    int n = e->nranks, r = coll_ring_pos(e, e->rank);
     size_t dts = rcoll_datatype_size(s->dt);
     char *out = s->recvbuf;
     const char *in = s->sendbuf;
@@ -27,13 +28,13 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
         coll_block(s->count, n, sb, &soff, &slen);
         coll_block(s->count, n, rb, &roff, &rlen);
         coll_sched_step_init(&t);
-        t.send_peer = (r + 1) % n;
+        t.send_peer = coll_ring_rank(e, r + 1);
         /* step 0 sends our own contribution; later steps what we reduced */
         t.send_buf = (step == 0 ? in : out) + soff * dts;
         t.send_bytes = slen * dts;
         t.send_dep = step - 1;
         t.send_copy = step >= n - 1; /* the all-gather half */
-        t.recv_peer = (r - 1 + n) % n;
+        t.recv_peer = coll_ring_rank(e, r - 1);
         t.recv_dst = out + roff * dts;
         t.recv_local = in + roff * dts;
         t.recv_bytes = rlen * dts;

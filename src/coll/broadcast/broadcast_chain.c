@@ -6,8 +6,8 @@
 
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
 {
-    int n = e->nranks, r = e->rank;
-    int pos = (r - s->root + n) % n;
+    int n = e->nranks, r = coll_ring_pos(e, e->rank);
+    int pos = (r - coll_ring_pos(e, s->root) + n) % n; /* along the ring order */
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
     coll_step_t t;
     rcoll_status_t st;
@@ -17,13 +17,13 @@ rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
         if (n == 1)
             return RCOLL_OK;
         coll_sched_step_init(&t);
-        t.send_peer = (r + 1) % n;
+        t.send_peer = coll_ring_rank(e, r + 1);
         t.send_buf = s->recvbuf;
         t.send_bytes = bytes;
         return coll_sched_add(s, &t);
     }
     coll_sched_step_init(&t);
-    t.recv_peer = (r - 1 + n) % n;
+    t.recv_peer = coll_ring_rank(e, r - 1);
     t.recv_dst = s->recvbuf;
     t.recv_bytes = bytes;
     t.recv_mode = RECV_COPY;
@@ -32,7 +32,7 @@ rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
     if (pos == n - 1)
         return RCOLL_OK;
     coll_sched_step_init(&t);
-    t.send_peer = (r + 1) % n;
+    t.send_peer = coll_ring_rank(e, r + 1);
     t.send_buf = s->recvbuf;
     t.send_bytes = bytes;
     t.send_dep = 0;

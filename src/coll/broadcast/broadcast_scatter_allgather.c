@@ -1,14 +1,17 @@
 /* Broadcast as scatter + ring all-gather (van de Geijn), for large messages
- * on many ranks: the root sends block i of n to rank i, then a pipelined
- * ring circulates the blocks. The root sends the data once (not n - 1
- * times as with a flat tree), and every link carries about 2 * bytes / n
- * per step instead of the chain's full message through n - 1 hops. */
+ * on many ranks: the root sends block i of n to ring position i, then a
+ * pipelined ring (in the ring order) circulates the blocks. The root
+ * sends the data once (not n - 1 times as with a flat tree), and every
+ * link carries about 2 * bytes / n per step instead of the chain's full
+ * message through n - 1 hops. */
 #include "coll/sched.h"
 
 rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
                                                 const coll_env_t *e)
 {
-    int n = e->nranks, r = e->rank, root = s->root;
+    /* positions in the ring order (blocks are numbered by position) */
+    int n = e->nranks, r = coll_ring_pos(e, e->rank);
+    int root = coll_ring_pos(e, s->root);
     size_t dts = rcoll_datatype_size(s->dt);
     char *buf = s->recvbuf;
     coll_step_t t;
@@ -21,14 +24,14 @@ rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
         coll_copy_in(s);
     if (n == 1)
         return RCOLL_OK;
-    /* scatter: block b to rank b */
+    /* scatter: block b to position b */
     int scatter_step = -1;
     if (r == root) {
         for (int i = 1; i < n; i++) {
             int b = (root + i) % n;
             coll_block(s->count, n, b, &off[0], &len[0]);
             coll_sched_step_init(&t);
-            t.send_peer = b;
+            t.send_peer = coll_ring_rank(e, b);
             t.send_buf = src + off[0] * dts;
             t.send_bytes = len[0] * dts;
             if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
@@ -37,7 +40,7 @@ rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
     } else {
         coll_block(s->count, n, r, &off[0], &len[0]);
         coll_sched_step_init(&t);
-        t.recv_peer = root;
+        t.recv_peer = s->root;
         t.recv_dst = buf + off[0] * dts;
         t.recv_bytes = len[0] * dts;
         t.recv_mode = RECV_COPY;
@@ -55,13 +58,13 @@ rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
         coll_block(s->count, n, rb, &off[1], &len[1]);
         coll_sched_step_init(&t);
         if (!to_root) {
-            t.send_peer = (r + 1) % n;
+            t.send_peer = coll_ring_rank(e, r + 1);
             t.send_buf = src + off[0] * dts;
             t.send_bytes = len[0] * dts;
             t.send_dep = r == root ? -1 : prev;
         }
         if (r != root) {
-            t.recv_peer = (r - 1 + n) % n;
+            t.recv_peer = coll_ring_rank(e, r - 1);
             t.recv_dst = buf + off[1] * dts;
             t.recv_bytes = len[1] * dts;
             t.recv_mode = RECV_COPY;

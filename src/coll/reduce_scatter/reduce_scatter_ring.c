@@ -1,6 +1,7 @@
-/* Ring reduce-scatter: at step s rank r sends block (r - s - 1) mod n and
- * receives block (r - s - 2) mod n, adding its own contribution, so after
- * n - 1 steps it holds the full reduction of block r. Partial sums travel
+/* Ring reduce-scatter along the ring order: at step s the rank at position
+ * p sends the block of position (p - s - 1) mod n and receives that of
+ * (p - s - 2) mod n, adding its own contribution, so after n - 1 steps it
+ * holds the full reduction of its own block. Partial sums travel
  * through a scratch buffer of one block per step (the user's recvbuf holds
  * only block r); the last step reduces straight into recvbuf. */
 #include "coll/sched.h"
@@ -9,7 +10,7 @@
 
 rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
 {
-    int n = e->nranks, r = e->rank;
+    int n = e->nranks, p = coll_ring_pos(e, e->rank);
     size_t dts = rcoll_datatype_size(s->dt);
     size_t bytes = s->count * dts; /* per block */
     const char *in = s->sendbuf;
@@ -29,14 +30,14 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
     }
     for (int step = 0; step < n - 1; step++) {
         coll_step_t t;
-        int sb = ((r - step - 1) % n + n) % n, rb = ((r - step - 2) % n + n) % n;
+        int sb = coll_ring_rank(e, p - step - 1), rb = coll_ring_rank(e, p - step - 2);
         coll_sched_step_init(&t);
-        t.send_peer = (r + 1) % n;
+        t.send_peer = coll_ring_rank(e, p + 1);
         t.send_buf = step == 0 ? in + (size_t)sb * bytes
                                : s->scratch + (size_t)(step - 1) * bytes;
         t.send_bytes = bytes;
         t.send_dep = step - 1;
-        t.recv_peer = (r - 1 + n) % n;
+        t.recv_peer = coll_ring_rank(e, p - 1);
         t.recv_local = in + (size_t)rb * bytes;
         t.recv_bytes = bytes;
         if (step == n - 2) {

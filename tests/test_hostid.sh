@@ -1,0 +1,40 @@
+#!/bin/sh
+# Several "hosts" on one machine through RCOLL_HOSTID (rank r is on host
+# r mod H, so the user's rank order is scrambled across hosts; ranks of
+# one host use shared memory, the others TCP over loopback):
+#  - the hierarchical all-reduce forced, 3 hosts x 2 ranks and 2 x 4, with
+#    4 KiB chunks and 2 slots (several chunks per block, credits wrapping,
+#    phase boundaries), every type and op, in place and not, bit-exact;
+#  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
+#    follows the host-contiguous ring order, bit-exact, and the forced
+#    hierarchical all-reduce falls back to the flat ring;
+#  - ranks that disagree on RCOLL_RING_ORDER fail at init, saying so.
+# Usage: test_hostid.sh BUILDDIR
+B=$1
+RUN="$B/tools/rcoll-run"
+N=0,1,7,1023,40000,70001
+fail=0
+go() { # go NRANKS NHOSTS ENV... -- test_coll args
+    n=$1; h=$2; shift 2
+    envs=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    out=$(env $envs RCOLL_TRANSPORTS=shm,tcp "$RUN" -n "$n" sh -c \
+        "RCOLL_HOSTID=host\$((RCOLL_RANK % $h)) exec '$B/tests/test_coll' $*" 2>&1)
+    rc=$?
+    echo "$n ranks on $h hosts,$envs: $(echo "$out" | tail -n 1)"
+    [ $rc = 0 ] || { echo "$out" | tail -n 20; fail=1; }
+}
+go 6 3 RCOLL_ALGO=allreduce:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allreduce -N $N
+go 8 2 RCOLL_ALGO=allreduce:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allreduce -N $N
+for pair in allreduce:hierarchical allreduce:ring allgather:ring reduce_scatter:ring \
+            broadcast:chain broadcast:scatter_allgather reduce:chain; do
+    go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
+done
+# RCOLL_RING_ORDER must agree: init fails on every rank, naming both
+out=$("$RUN" -n 2 sh -c "[ \$RCOLL_RANK = 1 ] && export RCOLL_RING_ORDER=user;
+    exec '$B/tests/test_coll' -C allreduce -N 7" 2>&1)
+echo "$out" | grep "RCOLL_RING_ORDER" | head -n 2
+echo "$out" | grep -q "rank 0 (.*) has RCOLL_RING_ORDER=topo and rank 1 (.*) has user: it must be the same on every rank" ||
+    { echo "$out" | tail -n 5; echo "a RCOLL_RING_ORDER mismatch was not reported"; fail=1; }
+exit $fail
