@@ -42,6 +42,7 @@ t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 t "topo: rcoll-topo explains a topology" 30 sh -c "'$B/tools/rcoll-topo' --xml '$S/tests/topo/a.xml' | tee /dev/stderr | grep -q 'GPU 2 -> NIC 0 (mlx5_0): path PHB, the nearest; GDR no' && ! '$B/tools/rcoll-topo' --xml /nonexistent"
+t "topo: hwloc detection, RCOLL_TOPO_DUMP_FILE reads back" 60 sh "$S/tests/test_topo_detect.sh" "$B" "$S"
 t "topo: rcoll-topo --hosts shows the ring order and rings" 30 sh -c "'$B/tools/rcoll-topo' --hosts a,b,a,b,a,b | tee /dev/stderr | grep -q '^  0 2 4 | 1 3 5' && '$B/tools/rcoll-topo' --hosts a,b,a,b,a,b | grep -q 'network ring 1: 2 3'"
 t "api: arguments and errors"     60 "$B/tests/test_api"
 # every collective x type x op x count, on each transport

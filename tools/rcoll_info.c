@@ -41,7 +41,8 @@ static void version(void)
     yesno("rdmacm", 0, NULL);
 #endif
 #ifdef HAVE_HWLOC
-    yesno("hwloc", 1, "(detected; topology not used in this release)");
+    yesno("hwloc", 1, "(topology detection: rcoll-topo, "
+                      "RCOLL_TOPO_DUMP_FILE)");
 #else
     yesno("hwloc", 0, NULL);
 #endif

@@ -133,16 +133,15 @@ int main(int argc, char **argv)
             return rc;
         printf("\n");
     }
-    if (!file || !file[0]) {
-        fprintf(stderr,
-                "rcoll-topo: no topology: pass --xml FILE or set "
-                "RCOLL_TOPO_FILE (detection from hwloc is not in this "
-                "release; lstopo --of xml > FILE exports this host's)\n");
-        return 1;
-    }
     rcoll_topo_t *t = NULL;
     char err[512] = "";
-    if (rcoll_topo_load(file, &t, err, sizeof(err)) != RCOLL_OK) {
+    if (!file || !file[0]) {
+        /* this host, as hwloc detects it (RCOLL_TOPO_DUMP_FILE: saved) */
+        if (rcoll_topo_get(&t, &file, err, sizeof(err)) != RCOLL_OK) {
+            fprintf(stderr, "rcoll-topo: no topology: %s\n", err);
+            return 1;
+        }
+    } else if (rcoll_topo_load(file, &t, err, sizeof(err)) != RCOLL_OK) {
         fprintf(stderr, "rcoll-topo: %s\n", err);
         return 1;
     }
@@ -200,8 +199,9 @@ int main(int argc, char **argv)
         }
         free(nic_of);
     }
-    printf("\nnot in this release: detection (hwloc/NVML), rank placement, "
-           "ring and tree orders from the topology\n");
+    printf("\nnot in this release: NVLink from NVML (only the XML's "
+           "NVLinkBandwidth matrix), ordering a host's ranks by GPU and NIC "
+           "(needs GPU buffers), one ring per NIC (multi-rail)\n");
     rcoll_topo_free(t);
     return 0;
 }

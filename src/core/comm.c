@@ -672,6 +672,25 @@ out:
  * lowest rank, each host's ranks contiguous and in rank order
  * (RCOLL_RING_ORDER=topo), or rank order (user). Every rank computes the
  * same answer from the same rendezvous table. */
+/* RCOLL_TOPO_DUMP_FILE: rank 0 writes the topology in use, once per
+ * process (a failure is a warning: the job does not depend on it). */
+static pthread_once_t topo_dump_once = PTHREAD_ONCE_INIT;
+static void topo_dump(void)
+{
+    rcoll_topo_t *t = NULL;
+    const char *src = "";
+    char err[512] = "";
+    if (rcoll_topo_get(&t, &src, err, sizeof(err)) != RCOLL_OK) {
+        rcoll_warn("RCOLL_TOPO_DUMP_FILE: %s", err);
+        return;
+    }
+    rcoll_info(RCOLL_SUBSYS_INIT, "topology (%s): %d packages, %d GPUs, %d "
+               "NICs, written to %s", src, rcoll_topo_npackages(t),
+               rcoll_topo_ngpus(t), rcoll_topo_nnics(t),
+               rcoll_config.topo_dump_file);
+    rcoll_topo_free(t);
+}
+
 static rcoll_status_t placement_init(struct rcoll_comm *c)
 {
     int n = c->nranks;
@@ -820,6 +839,9 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         rcoll__set_error(st, "%s", why);
         goto err;
     }
+    if (rank == 0 && rcoll_config.topo_dump_file &&
+        rcoll_config.topo_dump_file[0])
+        pthread_once(&topo_dump_once, topo_dump);
     if ((st = placement_init(c)) != RCOLL_OK) {
         close_transports(c, 1, NULL);
         goto err;

@@ -42,6 +42,16 @@ rcoll_status_t rcoll_topo_load(const char *path, rcoll_topo_t **out,
                                char *err, size_t errlen);
 void rcoll_topo_free(rcoll_topo_t *t);
 
+/* This host's topology as hwloc exports it (detect.c): *xml is malloc'd,
+ * *len bytes. RCOLL_ERR_NOT_SUPPORTED in a build without hwloc. */
+rcoll_status_t rcoll_topo_detect_xml(char **xml, size_t *len, char *err,
+                                     size_t errlen);
+/* The topology rcoll uses: RCOLL_TOPO_FILE if set, else detected; with
+ * RCOLL_TOPO_DUMP_FILE set, its XML is also written there. *source says
+ * which ("detected by hwloc" or the file's path). */
+rcoll_status_t rcoll_topo_get(rcoll_topo_t **out, const char **source,
+                              char *err, size_t errlen);
+
 int rcoll_topo_npackages(const rcoll_topo_t *t);
 int rcoll_topo_ngpus(const rcoll_topo_t *t);
 int rcoll_topo_nnics(const rcoll_topo_t *t);

@@ -195,8 +195,14 @@ static const param_t params[] = {
       "over the data on both sides)"),
     P("TOPO_FILE", "", "path", topo_file, string,
       "the host's topology in hwloc's XML format (lstopo --of xml): GPUs, "
-      "NICs, the PCIe tree and NVLink; rcoll-topo explains the decisions "
-      "taken from it (in this release only rcoll-topo reads it)"),
+      "NICs, the PCIe tree and NVLink, instead of detecting it with hwloc "
+      "(virtual machines hide the real PCIe tree); rcoll-topo explains the "
+      "decisions taken from it (the library's collectives do not depend on "
+      "it yet: they need GPU buffers)"),
+    P("TOPO_DUMP_FILE", "", "path", topo_dump_file, string,
+      "rank 0 writes the topology in use (RCOLL_TOPO_FILE's, else the one "
+      "hwloc detects) to this file in hwloc's XML when a communicator is "
+      "created; rcoll-topo --xml reads it back"),
     P("GDR_LEVEL", "PXB", "string", gdr_level, string,
       "farthest GPU-NIC path class (PIX, PXB, PHB, SYS) at which GPUDirect "
       "RDMA is used; farther paths stage through host memory (shown by "

@@ -44,6 +44,7 @@ typedef struct {
     size_t ib_inline;           /* inline sends up to this many bytes */
     /* topology (src/topo; read by rcoll-topo in this release) */
     const char *topo_file;      /* hwloc XML */
+    const char *topo_dump_file; /* write the topology in use here */
     const char *gdr_level;      /* PIX | PXB | PHB | SYS */
     /* placement */
     const char *hostid;         /* host identity override */
