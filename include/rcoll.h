@@ -7,8 +7,11 @@
  *    On error, rcoll_last_error() returns a message (thread-local) naming the
  *    call, the rank, the peer involved and the cause.
  *  - The library never aborts or exits the process.
- *  - Buffers are host memory in this release; `stream` must be NULL for host
- *    buffers (a non-NULL stream is ignored for host memory).
+ *  - Buffers are host memory, or GPU memory in the blocking calls of a build
+ *    with CUDA: then the call waits for the work queued on `stream`, stages
+ *    the data through host memory and copies the result back before it
+ *    returns (docs/gpu.md). sendbuf and recvbuf must be of one kind. For
+ *    host buffers `stream` is ignored (pass NULL).
  *  - Collectives on one communicator must be called in the same order on
  *    every rank (as in MPI and NCCL). Operations of one communicator are
  *    executed in the order they were posted; a mismatch (different

@@ -122,6 +122,8 @@ for coll in allreduce reduce_scatter reduce allgather broadcast; do
         $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1
 done
 t "rdma-vm: guest status comes back, no QEMU left on SIGTERM" 300 sh "$S/tests/test_rdma_vm_harness.sh" "$S"
+# GPU buffers (tests/gpu/run.sh): skipped, with the reason, without a GPU
+t "gpu: tests/gpu/run.sh (GPU buffers, kernels, stream order)" 1800 sh "$S/tests/gpu/run.sh" "$B"
 t "install: pkg-config build"       300 sh "$S/tests/test_install.sh" "$B"
 
 t_end=$(date +%s)

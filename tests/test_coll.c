@@ -3,14 +3,77 @@
  * each result compared bit for bit with ref.h's independent reference.
  *
  * usage: test_coll [-C allreduce,allgather,broadcast,reduce_scatter,reduce,
- *                      barrier,sendrecv] [-N counts] [-q]
+ *                      barrier,sendrecv] [-N counts] [-q] [-g]
+ * -g: the buffers are GPU memory (device rank mod #GPUs): the host buffers
+ * below are mirrored to the device before each call, with the same
+ * aliasing (in place stays in place), and copied back after it; without a
+ * GPU the run skips (exit 77) saying why.
  * The default counts are 0, 1, 7, 1023, one more than a pipeline chunk of
  * the type (RCOLL_CHUNK_SIZE / size + 1) and 8 MiB worth of elements.
  * Prints one line per failure and a summary; exits 1 if anything failed. */
 #include "ref.h"
+#include "gpu/cudrv.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int gpu;
+
+/* -g: the device mirror of a call's host regions. Regions inside another
+ * map into that one's device copy (in-place calls stay in place). */
+#define MAXR 2
+static struct {
+    char *host[MAXR], *dev[MAXR];
+    size_t len[MAXR];
+    int outer[MAXR];
+    int k;
+} gm;
+
+/* Replaces each *p (len[i] bytes, NULL skipped) by its device mirror. */
+static void dev_map(void **p, const size_t *len, int k)
+{
+    gm.k = gpu ? k : 0;
+    for (int i = 0; i < gm.k; i++) {
+        gm.host[i] = p[i];
+        gm.len[i] = len[i];
+        gm.outer[i] = -1;
+        gm.dev[i] = NULL;
+    }
+    for (int i = 0; i < gm.k; i++) {
+        if (!gm.host[i])
+            continue;
+        for (int j = 0; j < gm.k; j++)
+            if (j != i && gm.host[j] && gm.host[i] >= gm.host[j] &&
+                gm.host[i] + gm.len[i] <= gm.host[j] + gm.len[j] &&
+                (gm.len[j] > gm.len[i] || j < i))
+                gm.outer[i] = j;
+    }
+    for (int i = 0; i < gm.k; i++)
+        if (gm.host[i] && gm.outer[i] < 0) {
+            gm.dev[i] = gpu_alloc(gm.len[i]);
+            gpu_put(gm.dev[i], gm.host[i], gm.len[i]);
+        }
+    for (int i = 0; i < gm.k; i++) {
+        if (!gm.host[i])
+            continue;
+        int o = gm.outer[i];
+        if (o >= 0)
+            gm.dev[i] = gm.dev[o] + (gm.host[i] - gm.host[o]);
+        p[i] = gm.dev[i];
+    }
+}
+
+/* Copies every mirrored region back to the host and frees the mirror. */
+static void dev_unmap(void)
+{
+    for (int i = 0; i < gm.k; i++)
+        if (gm.host[i] && gm.outer[i] < 0) {
+            gpu_get(gm.host[i], gm.dev[i], gm.len[i]);
+            gpu_free(gm.dev[i]);
+        }
+    gm.k = 0;
+}
 
 static int rank, n;
 static rcoll_comm_t comm;
@@ -93,7 +156,11 @@ static void t_allreduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip)
     if (!ip)
         memset(rb, SENTINEL, c * s);
     ref_reduce(ex, c, 0, dt, op, n, 1);
-    rcoll_status_t st = rcoll_allreduce(ip ? rb : sb, rb, c, dt, op, comm, NULL);
+    void *p[2] = {ip ? rb : sb, rb};
+    size_t l[2] = {c * s, c * s};
+    dev_map(p, l, 2);
+    rcoll_status_t st = rcoll_allreduce(p[0], p[1], c, dt, op, comm, NULL);
+    dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "allreduce", dt, op, c, ip, -1);
     compare(rb, ex, c, "allreduce", dt, op, c, ip, -1);
@@ -111,8 +178,12 @@ static void t_reduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip,
         memset(rb, SENTINEL, c * s);
     memcpy(guard, rb, c * s);
     ref_reduce(ex, c, 0, dt, op, n, 2);
-    rcoll_status_t st = rcoll_reduce(ip ? rb : sb, rb, c, dt, op, root, comm,
+    void *p[2] = {ip ? rb : sb, rb};
+    size_t l[2] = {c * s, c * s};
+    dev_map(p, l, 2);
+    rcoll_status_t st = rcoll_reduce(p[0], p[1], c, dt, op, root, comm,
                                      NULL);
+    dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "reduce", dt, op, c, ip, root);
     if (rank == root)
@@ -132,7 +203,11 @@ static void t_reduce_scatter(rcoll_datatype_t dt, rcoll_op_t op, size_t c,
     memset(rb, SENTINEL, c * s);
     ref_reduce(ex, c, (size_t)rank * c, dt, op, n, 3);
     char *out = ip ? sb + (size_t)rank * c * s : rb;
-    rcoll_status_t st = rcoll_reduce_scatter(sb, out, c, dt, op, comm, NULL);
+    void *p[2] = {sb, out};
+    size_t l[2] = {tot * s, c * s};
+    dev_map(p, l, 2);
+    rcoll_status_t st = rcoll_reduce_scatter(p[0], p[1], c, dt, op, comm, NULL);
+    dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "reduce_scatter", dt, op, c, ip, -1);
     compare(out, ex, c, "reduce_scatter", dt, op, c, ip, -1);
@@ -148,7 +223,11 @@ static void t_allgather(rcoll_datatype_t dt, size_t c, int ip)
     ref_fill(mine, c, (size_t)rank * c, dt, RCOLL_SUM, rank, 4);
     for (int q = 0; q < n; q++)
         ref_fill(ex + (size_t)q * c * s, c, (size_t)q * c, dt, RCOLL_SUM, q, 4);
-    rcoll_status_t st = rcoll_allgather(mine, rb, c, dt, comm, NULL);
+    void *p[2] = {mine, rb};
+    size_t l[2] = {c * s, tot * s};
+    dev_map(p, l, 2);
+    rcoll_status_t st = rcoll_allgather(p[0], p[1], c, dt, comm, NULL);
+    dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "allgather", dt, RCOLL_SUM, c, ip, -1);
     compare(rb, ex, tot, "allgather", dt, RCOLL_SUM, c, ip, -1);
@@ -166,7 +245,11 @@ static void t_broadcast(rcoll_datatype_t dt, size_t c, int ip, int root)
     ref_fill(ex, c, 0, dt, RCOLL_SUM, root, 5);
     /* non-roots pass NULL sendbuf when not in place: it must not be read */
     const void *snd = ip ? rb : (rank == root ? sb : NULL);
-    rcoll_status_t st = rcoll_broadcast(snd, rb, c, dt, root, comm, NULL);
+    void *p[2] = {(void *)snd, rb};
+    size_t l[2] = {c * s, c * s};
+    dev_map(p, l, 2);
+    rcoll_status_t st = rcoll_broadcast(p[0], p[1], c, dt, root, comm, NULL);
+    dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "broadcast", dt, RCOLL_SUM, c, ip, root);
     compare(rb, ex, c, "broadcast", dt, RCOLL_SUM, c, ip, root);
@@ -186,10 +269,18 @@ static void t_sendrecv(rcoll_datatype_t dt, size_t c)
             rcoll_status_t st;
             if (rank == a) {
                 ref_fill(buf, c, 0, dt, RCOLL_SUM, a * n + b, 6);
-                st = rcoll_send(buf, c, dt, b, comm, NULL);
+                void *p[1] = {buf};
+                size_t l[1] = {c * s};
+                dev_map(p, l, 1);
+                st = rcoll_send(p[0], c, dt, b, comm, NULL);
+                dev_unmap();
             } else {
                 memset(buf, SENTINEL, c * s);
-                st = rcoll_recv(buf, c, dt, a, comm, NULL);
+                void *p[1] = {buf};
+                size_t l[1] = {c * s};
+                dev_map(p, l, 1);
+                st = rcoll_recv(p[0], c, dt, a, comm, NULL);
+                dev_unmap();
                 ref_fill(ex, c, 0, dt, RCOLL_SUM, a * n + b, 6);
             }
             if (st != RCOLL_OK)
@@ -220,6 +311,8 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "-q"))
             quiet = 1;
+        else if (!strcmp(argv[i], "-g"))
+            gpu = 1;
     }
     rcoll_status_t st = rcoll_comm_init_env(&comm);
     if (st != RCOLL_OK) {
@@ -229,6 +322,14 @@ int main(int argc, char **argv)
     }
     rcoll_comm_rank(comm, &rank);
     rcoll_comm_size(comm, &n);
+    if (gpu) {
+        char why[256];
+        if (gpu_init(rank, why, sizeof(why)) != 0) {
+            printf("SKIP: GPU buffers: %s\n", why);
+            rcoll_comm_destroy(comm);
+            return 77;
+        }
+    }
     const char *cs = getenv("RCOLL_CHUNK_SIZE");
     size_t chunk = cs ? (size_t)atol(cs) : 512 * 1024;
     if (chunk < 64)

@@ -2,6 +2,7 @@
  * usable here), algorithms, and every RCOLL_* parameter with its value. */
 #include "config.h"
 #include "coll/sched.h"
+#include "cuda/rcuda.h"
 #include "transport/transport.h"
 #include "util/params.h"
 #include <stdio.h>
@@ -51,11 +52,15 @@ static void version(void)
 #else
     yesno("pmix", 0, "(set RCOLL_ROOT under mpirun/srun)");
 #endif
-#ifdef HAVE_CUDA
-    yesno("cuda", 1, "(detected; GPU buffers not supported in this release)");
-#else
-    yesno("cuda", 0, NULL);
-#endif
+    if (rcoll_cuda_built()) {
+        char note[384];
+        snprintf(note, sizeof(note), "(GPU buffers in blocking calls, staged "
+                 "through host memory; driver: %s)",
+                 rcoll_cuda_available() ? "loaded" : rcoll_cuda_why());
+        yesno("cuda", 1, note);
+    } else {
+        yesno("cuda", 0, "(buffers are host memory)");
+    }
     printf("reduction kernels: %s\n", rcoll_reduce_isa());
 }
 

@@ -12,4 +12,12 @@ AC_DEFUN([RCOLL_CHECK_CUDA], [
     AC_PATH_PROG([NVCC], [nvcc], [], [$rcoll_cuda_bin$PATH])
   ])
   AC_SUBST([NVCC])
+  dnl the CUDA parts (kernels embedded as a fatbin, the driver loaded at
+  dnl run time) need nvcc; headers without nvcc build without them
+  AM_CONDITIONAL([HAVE_NVCC], [test -n "$NVCC"])
+  AS_IF([test -n "$NVCC"],
+        [AC_DEFINE([RCOLL_CUDA_KERNELS], [1],
+                   [Define to 1 to build the CUDA parts (GPU buffers)])])
+  RCOLL_NVCC_GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+  AC_ARG_VAR([RCOLL_NVCC_GENCODE], [nvcc -gencode flags for rcoll's kernels (default: sm_80, sm_90, compute_90 PTX)])
 ])

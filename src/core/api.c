@@ -1,8 +1,18 @@
 /* The public collective calls: argument checks, then a request posted to
- * the communicator's queue. Blocking calls post and wait. */
+ * the communicator's queue. Blocking calls post and wait.
+ *
+ * GPU buffers (device memory, told apart by the CUDA driver when one is
+ * present): a blocking call waits for the work queued on its stream,
+ * stages the device data through host memory, runs the host collective and
+ * copies the result back before it returns, so later work on the stream
+ * (and on any stream) sees it. Mixing host and device buffers in one call
+ * is an argument error; the non-blocking forms do not take device buffers
+ * in this release (RCOLL_ERR_NOT_SUPPORTED). */
 #include "core.h"
+#include "cuda/rcuda.h"
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     const char *fn;
@@ -14,8 +24,46 @@ typedef struct {
     rcoll_op_t op;
     int root;          /* root, peer, or -1 */
     int has_op;
-    rcoll_stream_t stream; /* host buffers in this release: not used */
+    rcoll_stream_t stream; /* device buffers: the call's stream */
+    int host_known;        /* run() found host buffers already */
 } call_t;
+
+/* The bytes a call reads from sendbuf and writes to recvbuf on this rank. */
+static void call_bytes(const call_t *a, int r, int n, size_t *sb, size_t *rb)
+{
+    size_t b = a->count * rcoll_datatype_size(a->dt);
+    *sb = *rb = b;
+    switch (a->kind) {
+    case COLL_ALLGATHER:      *rb = b * (size_t)n; break;
+    case COLL_REDUCE_SCATTER: *sb = b * (size_t)n; break;
+    case COLL_BROADCAST:      if (r != a->root) *sb = 0; break;
+    case COLL_REDUCE:         if (r != a->root) *rb = 0; break;
+    case COLL_SEND:           *rb = 0; break;
+    case COLL_RECV:           *sb = 0; break;
+    case COLL_BARRIER:        *sb = *rb = 0; break;
+    default: break;
+    }
+}
+
+/* 1 if the call has device buffers, 0 if host, an error if mixed. */
+static rcoll_status_t mem_kind(const call_t *a, rcoll_comm_t comm, int *dev)
+{
+    size_t sbytes, rbytes;
+    call_bytes(a, comm->rank, comm->nranks, &sbytes, &rbytes);
+    rcoll_mem_t s = sbytes && a->sendbuf ? rcoll_cuda_mem_type(a->sendbuf)
+                                         : (rcoll_mem_t)-1;
+    rcoll_mem_t r = rbytes && a->recvbuf ? rcoll_cuda_mem_type(a->recvbuf)
+                                         : (rcoll_mem_t)-1;
+    *dev = s == RCOLL_MEM_DEVICE || r == RCOLL_MEM_DEVICE;
+    if ((int)s >= 0 && (int)r >= 0 && s != r)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: rank %d: sendbuf is %s memory and recvbuf "
+                                "is %s memory: both must be host or both GPU",
+                                a->fn, comm->rank,
+                                s == RCOLL_MEM_DEVICE ? "GPU" : "host",
+                                r == RCOLL_MEM_DEVICE ? "GPU" : "host");
+    return RCOLL_OK;
+}
 
 static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
 {
@@ -91,6 +139,15 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
                                 a->fn);
     if ((st = check(a, comm)) != RCOLL_OK)
         return st;
+    int dev = 0;
+    if (!a->host_known && (st = mem_kind(a, comm, &dev)) != RCOLL_OK)
+        return st;
+    if (dev)
+        return rcoll__set_error(RCOLL_ERR_NOT_SUPPORTED,
+                                "%s: rank %d: GPU buffers are taken by the "
+                                "blocking call only in this release (the "
+                                "non-blocking form needs host buffers)",
+                                a->fn, comm->rank);
     struct rcoll_request *r = calloc(1, sizeof(*r));
     if (!r)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory", a->fn);
@@ -113,7 +170,75 @@ static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
     return post_req(a, comm, req, 0);
 }
 
+static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm);
+
+/* A blocking call with GPU buffers, staged through host memory: wait for
+ * the stream, copy in, run on host buffers, copy out. When sendbuf lies
+ * inside recvbuf (in place) the staging keeps that layout. */
+static rcoll_status_t run_device(const call_t *a, rcoll_comm_t comm)
+{
+    size_t sbytes, rbytes;
+    call_bytes(a, comm->rank, comm->nranks, &sbytes, &rbytes);
+    const char *s = a->sendbuf;
+    char *r = a->recvbuf;
+    int inside = sbytes && rbytes && s >= r && s + sbytes <= r + rbytes;
+    char *hr = rbytes ? malloc(rbytes) : NULL;
+    char *hs = sbytes && !inside ? malloc(sbytes) : NULL;
+    rcoll_status_t st = RCOLL_OK;
+    if ((rbytes && !hr) || (sbytes && !inside && !hs)) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: rank %d: no memory "
+                              "for %zu bytes of host staging", a->fn,
+                              comm->rank, sbytes + rbytes);
+        goto out;
+    }
+    if ((st = rcoll_cuda_stream_sync(a->stream, sbytes ? (const void *)s
+                                                        : (const void *)r)) !=
+        RCOLL_OK)
+        goto out;
+    if (inside)
+        st = rcoll_cuda_d2h(hr, r, rbytes);
+    else if (sbytes)
+        st = rcoll_cuda_d2h(hs, s, sbytes);
+    if (st != RCOLL_OK)
+        goto out;
+    call_t h = *a;
+    h.host_known = 1;
+    h.sendbuf = inside ? hr + (s - r) : hs;
+    h.recvbuf = hr;
+    if ((st = run_host(&h, comm)) != RCOLL_OK)
+        goto out;
+    st = rcoll_cuda_h2d(r, hr, rbytes);
+out:
+    if (st != RCOLL_OK && a->kind != COLL_BARRIER) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        if (!strstr(msg, a->fn))
+            rcoll__set_error(st, "%s (GPU buffers, staged through host "
+                             "memory): rank %d: %s", a->fn, comm->rank, msg);
+    }
+    free(hr);
+    free(hs);
+    return st;
+}
+
 static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
+{
+    rcoll_status_t st;
+    int dev = 0;
+    rcoll__clear_error();
+    if (comm && rcoll__comm_live(comm) && check(a, comm) == RCOLL_OK) {
+        if ((st = mem_kind(a, comm, &dev)) != RCOLL_OK)
+            return st;
+        if (dev)
+            return run_device(a, comm);
+        call_t h = *a;
+        h.host_known = 1;
+        return run_host(&h, comm);
+    }
+    return run_host(a, comm);
+}
+
+static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm)
 {
     rcoll_request_t req;
     rcoll_status_t st = post_req(a, comm, &req, 1);
@@ -123,7 +248,7 @@ static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
 }
 
 #define CALL(_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop)            \
-    call_t a = {_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop, stream}
+    call_t a = {_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop, stream, 0}
 
 RCOLL_API rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,

@@ -207,6 +207,10 @@ static const param_t params[] = {
       "farthest GPU-NIC path class (PIX, PXB, PHB, SYS) at which GPUDirect "
       "RDMA is used; farther paths stage through host memory (shown by "
       "rcoll-topo; GPU buffers are not in this release)"),
+    P("CUDA", "1", "int", cuda, int,
+      "0: never load the CUDA driver (every buffer is host memory); 1: "
+      "load libcuda.so.1 at the first collective, if present, to tell "
+      "device buffers from host buffers"),
     P("SPIN_US", "200", "int", spin_us, int,
       "microseconds a waiting rank polls (yielding the CPU between looks) "
       "before it blocks; 0 blocks at once"),

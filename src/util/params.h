@@ -22,6 +22,7 @@ typedef struct {
     int simd;                   /* vector 16-bit float kernels */
     const char *dump_signal;    /* USR1 | USR2 | none */
     int checksum;               /* CRC32C of each chunk, checked on receipt */
+    int cuda;                   /* 0: never load the CUDA driver */
     /* launch / bootstrap */
     const char *rank;           /* raw strings: parsed by init_env */
     const char *size;
