@@ -3,17 +3,18 @@
 # ("hosts") joined by a veth pair limited to RATE each way (tc tbf), NR
 # ranks on each, in a rank order scrambled across the hosts (even ranks on
 # host A, odd on host B); inside a host the ranks use shared memory.
-# Compares, for all-reduce of each size (rcoll-perf, out-of-place time,
-# median of ROUNDS runs):
+# Compares, for all-reduce (or COLL=allgather) of each size (rcoll-perf,
+# out-of-place time, median of ROUNDS runs):
 #   ring/user  the flat ring in rank order (RCOLL_RING_ORDER=user): every
 #              hop crosses the network
 #   ring/topo  the flat ring in the host-contiguous order (the default)
-#   hier       the hierarchical all-reduce
+#   hier       the hierarchical algorithm
 #   tuner      whatever the tuner picks (the default configuration)
 # Usage (root): benchmarks/hosts_bench.sh BUILDDIR [RATE] [NR] [ROUNDS]
 #   e.g. benchmarks/hosts_bench.sh build 1gbit 3 3
+#        COLL=allgather benchmarks/hosts_bench.sh build 1gbit 3 3
 B=${1:?usage: hosts_bench.sh BUILDDIR [RATE] [NR] [ROUNDS]}
-RATE=${2:-1gbit}; NR=${3:-3}; ROUNDS=${4:-3}
+RATE=${2:-1gbit}; NR=${3:-3}; ROUNDS=${4:-3}; COLL=${COLL:-allreduce}
 N=$((2 * NR))
 A=rcbA$$; Z=rcbB$$; VA=bA$$; VB=bB$$
 cleanup() { ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null; }
@@ -38,7 +39,7 @@ perf() { # perf TAG ENV...: one rcoll-perf run, rows kept in $tmp/TAG.N
         ns=$A; [ $((r % 2)) = 1 ] && ns=$Z
         ip netns exec $ns env RCOLL_ROOT=198.18.11.1:$port RCOLL_SIZE=$N RCOLL_RANK=$r \
             RCOLL_SECRET=00112233445566778899aabbccddeeff "$@" \
-            "$B/benchmarks/rcoll-perf" allreduce -b 256K -e 16M -f 4 -n 5 -w 2 -c 0 \
+            "$B/benchmarks/rcoll-perf" $COLL -b 256K -e 16M -f 4 -n 5 -w 2 -c 0 \
             > "$tmp/$tag.$r" 2>&1 &
         pids="$pids $!"
         r=$((r + 1))
@@ -48,9 +49,9 @@ perf() { # perf TAG ENV...: one rcoll-perf run, rows kept in $tmp/TAG.N
 }
 i=0
 while [ $i -lt "$ROUNDS" ]; do
-    perf user RCOLL_ALGO=allreduce:ring RCOLL_RING_ORDER=user
-    perf topo RCOLL_ALGO=allreduce:ring
-    perf hier RCOLL_ALGO=allreduce:hierarchical
+    perf user RCOLL_ALGO=$COLL:ring RCOLL_RING_ORDER=user
+    perf topo RCOLL_ALGO=$COLL:ring
+    perf hier RCOLL_ALGO=$COLL:hierarchical
     perf tuner
     i=$((i + 1))
 done
@@ -58,7 +59,7 @@ med() { # med TAG SIZE: the median time
     awk -v s="$2" '$1 == s {print $2}' "$tmp/$1.rows" | sort -g |
         awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "nan"}'
 }
-echo "all-reduce, 2 hosts x $NR ranks (rank r on host r mod 2), veth at $RATE each way,"
+echo "$COLL, 2 hosts x $NR ranks (rank r on host r mod 2), veth at $RATE each way,"
 echo "shm inside a host; out-of-place time in us, median of $ROUNDS runs"
 printf '%10s %11s %11s %11s %11s %10s %10s\n' bytes ring/user ring/topo hier tuner \
     user/hier topo/hier

@@ -62,7 +62,10 @@ COUNTS=0,1,7,1023,40000,70001
 for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgather|broadcast|reduce_scatter|reduce)$/ && $2 != "hierarchical" {print $1 ":" $2}'); do
     coll=${pair%%:*}
     for tl in shm tcp; do
+        # every count on shm; TCP skips 6 and 7 (CI time: the schedules
+        # are the same, only the transport differs)
         ns="1 2 3 4 5 6 7 8"
+        [ $tl = tcp ] && ns="1 2 3 4 5 8"
         for n in $ns; do
             t "algo: $pair, $tl, $n ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=$tl \
                 RCOLL_CHUNK_SIZE=64K "$RUN" -n $n "$B/tests/test_coll" -q -C $coll -N $COUNTS

@@ -11,7 +11,9 @@
 #     so that set-up traffic cancels): hierarchical <= 2 (H - 1) / H x S
 #     per host (+3 % for TCP/IP headers and ACKs), the flat ring in
 #     topology order <= 2 (n - 1) / n x S, and the flat ring in user order
-#     (RCOLL_RING_ORDER=user, every hop crosses) more than both.
+#     (RCOLL_RING_ORDER=user, every hop crosses) more than both; and the
+#     same for all-gather of S bytes in all: hierarchical <= (H - 1) / H x S,
+#     ring in host order <= (n - 1) / n x S.
 # Needs root and iproute2; skips (77) otherwise. Usage: test_hosts.sh BUILDDIR
 B=$1
 [ "$(id -u)" = 0 ] && command -v ip > /dev/null || { echo "needs root and ip"; exit 77; }
@@ -67,10 +69,11 @@ done
 # 3: bytes across the network
 S=$((6 << 20))
 txa() { ip netns exec $A cat /sys/class/net/$VA/statistics/tx_bytes; }
+COLL=allreduce
 bytes() { # bytes TAG ITERS ENV...: host A's tx bytes for one rcoll-perf run
     tag=$1; it=$2; shift 2
     b0=$(txa)
-    run6 "$tag" env "$@" "$B/benchmarks/rcoll-perf" allreduce -b $S -e $S \
+    run6 "$tag" env "$@" "$B/benchmarks/rcoll-perf" $COLL -b $S -e $S \
         -w 0 -n "$it" -c 0 > /dev/null || return 1
     echo $(( $(txa) - b0 ))
 }
@@ -97,3 +100,22 @@ awk -v S=$S -v h=$hier -v t=$topo -v u=$user -v a=$auto 'BEGIN {
     if (a > 1.03 * S) { print "the tuner did not choose the hierarchical all-reduce"; bad = 1 }
     exit bad }' || exit 1
 grep -m1 "allreduce.*algorithm" "$L/hosts_b_auto_0.out"
+
+COLL=allgather
+hier=$(per_op g_hier RCOLL_ALGO=allgather:hierarchical) || exit 1
+topo=$(per_op g_topo RCOLL_ALGO=allgather:ring) || exit 1
+user=$(per_op g_user RCOLL_ALGO=allgather:ring RCOLL_RING_ORDER=user) || exit 1
+auto=$(per_op g_auto RCOLL_DEBUG=debug RCOLL_DEBUG_SUBSYS=tune) || exit 1
+awk -v S=$S -v h=$hier -v t=$topo -v u=$user -v a=$auto 'BEGIN {
+    printf "all-gather of %d bytes in all, 2 hosts x 3 ranks: bytes host A sent per operation\n", S
+    printf "  hierarchical          %9d = %.3f x S (bound (H-1)/H = 0.500)\n", h, h / S
+    printf "  ring, topology order  %9d = %.3f x S (bound (n-1)/n = 0.833)\n", t, t / S
+    printf "  ring, user order      %9d = %.3f x S\n", u, u / S
+    printf "  the tuner'"'"'s choice      %9d = %.3f x S\n", a, a / S
+    bad = 0
+    if (h > 1.03 * S / 2) { print "hierarchical sent more than (H-1)/H x S"; bad = 1 }
+    if (t > 1.03 * 5 / 6 * S) { print "topology-order ring sent more than (n-1)/n x S"; bad = 1 }
+    if (u <= t || u <= h) { print "user order should cross the network more"; bad = 1 }
+    if (a > 1.03 * S / 2) { print "the tuner did not choose the hierarchical all-gather"; bad = 1 }
+    exit bad }' || exit 1
+grep -m1 "allgather.*algorithm" "$L/hosts_g_auto_0.out"

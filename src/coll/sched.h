@@ -203,6 +203,7 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allgather_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_flat(coll_sched_t *s, const coll_env_t *e);

@@ -25,6 +25,9 @@ const coll_algo_t coll_algos[] = {
      "Bruck, ceil(log2 n) steps, any rank count (small messages)"},
     {COLL_ALLGATHER, "recursive_doubling", coll_allgather_rdb,
      "recursive doubling, log2(n) steps (+2 when n is not a power of two)"},
+    {COLL_ALLGATHER, "hierarchical", coll_allgather_hier,
+     "one network ring per local rank, then a ring of the gathered blocks "
+     "inside each host (several hosts with as many ranks each)"},
     {COLL_BROADCAST, "tree", coll_broadcast_tree,
      "binomial tree, chunk-pipelined (small messages)"},
     {COLL_BROADCAST, "chain", coll_broadcast_chain,

@@ -17,12 +17,12 @@
  * kept between 4 KiB and the transport's slot size; rings and exchanges
  * use whole slots.
  *
- * The hierarchical all-reduce has two links: the one between ranks of a
- * host (RCOLL_TUNE_SHM when they use shared memory) for its host phases,
- * and the network for its middle phase, where the host's L rings share
- * the host's network bandwidth (each step moves 1/H of the buffer per
- * host). It costs nothing less than infinity when the ranks are not
- * several hosts of equal size. */
+ * The hierarchical all-reduce and all-gather have two links: the one
+ * between ranks of a host (RCOLL_TUNE_SHM when they use shared memory) for
+ * their host phases, and the network for their network phase, where the
+ * host's L rings share the host's network bandwidth (an all-reduce step
+ * moves 1/H of the buffer per host, an all-gather step L blocks). They
+ * cost infinity when the ranks are not several hosts of equal size. */
 #include "sched.h"
 #include <math.h>
 #include <stdio.h>
@@ -159,6 +159,22 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     case COLL_ALLGATHER: /* S is one rank's block */
         if (!strcmp(nm, "ring")) {
             t = (n - 1) * step(&m, S, c, 0);
+        } else if (!strcmp(nm, "hierarchical")) {
+            /* H - 1 network steps, the host's L rings sharing its network
+             * bandwidth; (L - 1) H one-block steps inside the host */
+            int H = e->nhosts, L = e->host_size;
+            if (H < 2 || L < 2 || H * L != n) {
+                t = HUGE_VAL;
+                break;
+            }
+            model_t ml = m;
+            ml.a = e->link_local.alpha_us * 1e-6;
+            if (e->local_size > e->ncores)
+                ml.a *= (double)e->local_size / e->ncores;
+            ml.b = e->link_local.gbps * 1e9;
+            double k = nch(&m, S, c) < 1 ? 1 : nch(&m, S, c);
+            t = (H - 1) * (k * m.a + L * S / m.b) +
+                (L - 1) * H * step(&ml, S, c, 0);
         } else if (!strcmp(nm, "bruck")) {
             /* plus the final local rotation of everything */
             t = m.L * m.a + (n - 1) * S / m.b + n * S / m.g;

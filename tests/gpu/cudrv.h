@@ -40,7 +40,7 @@ static struct {
 
 /* Loads the driver and makes device `dev % count` current. 0 on success;
  * else why is set and the caller skips. */
-static int gpu_init(int dev, char *why, size_t len)
+static inline int gpu_init(int dev, char *why, size_t len)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h) {
@@ -82,33 +82,33 @@ static int gpu_init(int dev, char *why, size_t len)
     return 0;
 }
 
-static void *gpu_alloc(size_t bytes)
+static inline void *gpu_alloc(size_t bytes)
 {
     CUdeviceptr p = 0;
     GPU_CHECK(gd.MemAlloc(&p, bytes ? bytes : 1));
     return (void *)(uintptr_t)p;
 }
-static void gpu_free(void *p) { GPU_CHECK(gd.MemFree((CUdeviceptr)(uintptr_t)p)); }
-static void gpu_put(void *d, const void *h, size_t b)
+static inline void gpu_free(void *p) { GPU_CHECK(gd.MemFree((CUdeviceptr)(uintptr_t)p)); }
+static inline void gpu_put(void *d, const void *h, size_t b)
 {
     if (b)
         GPU_CHECK(gd.MemcpyHtoD((CUdeviceptr)(uintptr_t)d, h, b));
 }
-static void gpu_get(void *h, const void *d, size_t b)
+static inline void gpu_get(void *h, const void *d, size_t b)
 {
     if (b)
         GPU_CHECK(gd.MemcpyDtoH(h, (CUdeviceptr)(uintptr_t)d, b));
 }
 #else
-static int gpu_init(int dev, char *why, size_t len)
+static inline int gpu_init(int dev, char *why, size_t len)
 {
     (void)dev;
     snprintf(why, len, "this rcoll was built without CUDA (no nvcc)");
     return -1;
 }
-static void *gpu_alloc(size_t b) { (void)b; abort(); }
-static void gpu_free(void *p) { (void)p; abort(); }
-static void gpu_put(void *d, const void *h, size_t b) { (void)d; (void)h; (void)b; abort(); }
-static void gpu_get(void *h, const void *d, size_t b) { (void)h; (void)d; (void)b; abort(); }
+static inline void *gpu_alloc(size_t b) { (void)b; abort(); }
+static inline void gpu_free(void *p) { (void)p; abort(); }
+static inline void gpu_put(void *d, const void *h, size_t b) { (void)d; (void)h; (void)b; abort(); }
+static inline void gpu_get(void *h, const void *d, size_t b) { (void)h; (void)d; (void)b; abort(); }
 #endif
 #endif
