@@ -2,8 +2,8 @@
 # Several "hosts" on one machine through RCOLL_HOSTID (rank r is on host
 # r mod H, so the user's rank order is scrambled across hosts; ranks of
 # one host use shared memory, the others TCP over loopback):
-#  - the hierarchical all-reduce and all-gather forced, 3 hosts x 2 ranks
-#    and 2 x 4, with
+#  - the hierarchical all-reduce, all-gather and reduce-scatter forced,
+#    3 hosts x 2 ranks and 2 x 4, with
 #    4 KiB chunks and 2 slots (several chunks per block, credits wrapping,
 #    phase boundaries), every type and op, in place and not, bit-exact;
 #  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
@@ -30,7 +30,9 @@ go 6 3 RCOLL_ALGO=allreduce:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 --
 go 8 2 RCOLL_ALGO=allreduce:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allreduce -N $N
 go 6 3 RCOLL_ALGO=allgather:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allgather -N $N
 go 8 2 RCOLL_ALGO=allgather:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allgather -N $N
-for pair in allreduce:hierarchical allgather:hierarchical allreduce:ring allgather:ring reduce_scatter:ring \
+go 6 3 RCOLL_ALGO=reduce_scatter:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C reduce_scatter -N $N
+go 8 2 RCOLL_ALGO=reduce_scatter:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C reduce_scatter -N $N
+for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarchical allreduce:ring allgather:ring reduce_scatter:ring \
             broadcast:chain broadcast:scatter_allgather reduce:chain; do
     go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
 done

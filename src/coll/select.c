@@ -37,6 +37,9 @@ const coll_algo_t coll_algos[] = {
     {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, "pipelined ring"},
     {COLL_REDUCE_SCATTER, "tree", coll_reduce_scatter_tree,
      "binomial-tree reduce to rank 0, then scatter (small blocks)"},
+    {COLL_REDUCE_SCATTER, "hierarchical", coll_reduce_scatter_hier,
+     "a ring of block groups inside each host, then one network ring per "
+     "local rank (several hosts with as many ranks each)"},
     {COLL_REDUCE, "chain", coll_reduce_chain,
      "pipelined chain toward the root"},
     {COLL_REDUCE, "tree", coll_reduce_tree,

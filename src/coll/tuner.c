@@ -17,7 +17,8 @@
  * kept between 4 KiB and the transport's slot size; rings and exchanges
  * use whole slots.
  *
- * The hierarchical all-reduce and all-gather have two links: the one
+ * The hierarchical all-reduce, all-gather and reduce-scatter have two
+ * links: the one
  * between ranks of a host (RCOLL_TUNE_SHM when they use shared memory) for
  * their host phases, and the network for their network phase, where the
  * host's L rings share the host's network bandwidth (an all-reduce step
@@ -208,6 +209,23 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     case COLL_REDUCE_SCATTER: /* S is one rank's block */
         if (!strcmp(nm, "ring")) {
             t = (n - 1) * step_ovl(&m, S, c, 1);
+        } else if (!strcmp(nm, "hierarchical")) {
+            /* (L - 1) H one-block reducing steps inside the host, then
+             * H - 1 network steps, the host's L rings sharing it */
+            int H = e->nhosts, L = e->host_size;
+            if (H < 2 || L < 2 || H * L != n) {
+                t = HUGE_VAL;
+                break;
+            }
+            model_t ml = m;
+            ml.a = e->link_local.alpha_us * 1e-6;
+            if (e->local_size > e->ncores)
+                ml.a *= (double)e->local_size / e->ncores;
+            ml.b = e->link_local.gbps * 1e9;
+            double k = nch(&m, S, c) < 1 ? 1 : nch(&m, S, c);
+            double mv = L * S / m.b, rd = S / m.g;
+            t = (L - 1) * H * step_ovl(&ml, S, c, 1) +
+                (H - 1) * (k * m.a + (mv > rd ? mv : rd));
         } else { /* tree: reduce everything to 0, then scatter */
             t = m.L * step(&m, S * n, c, 1) + (n - 1) * step(&m, S, c, 0);
         }
