@@ -95,6 +95,24 @@ static int ilog2ceil(int n)
     return l;
 }
 
+/* The hierarchical algorithms: 0 unless the ranks are several hosts of
+ * equal size (>= 2 each); else *H, *L and the model of the link between
+ * ranks of one host (same oversubscription scaling as the network's). */
+static int hier_model(const model_t *m, const coll_env_t *e, model_t *ml,
+                      int *H, int *L)
+{
+    *H = e->nhosts;
+    *L = e->host_size;
+    if (*H < 2 || *L < 2 || *H * *L != e->nranks)
+        return 0;
+    *ml = *m;
+    ml->a = e->link_local.alpha_us * 1e-6;
+    if (e->local_size > e->ncores)
+        ml->a *= (double)e->local_size / e->ncores;
+    ml->b = e->link_local.gbps * 1e9;
+    return 1;
+}
+
 double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
                       const coll_env_t *e, size_t *chunk)
 {
@@ -130,16 +148,12 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
         } else if (!strcmp(nm, "recursive_doubling")) {
             t = m.Lp * step(&m, S, c, 1) + m.extra * 2 * step(&m, S, c, 0);
         } else if (!strcmp(nm, "hierarchical")) {
-            int H = e->nhosts, L = e->host_size;
-            if (H < 2 || L < 2 || H * L != n) {
+            int H, L;
+            model_t ml;
+            if (!hier_model(&m, e, &ml, &H, &L)) {
                 t = HUGE_VAL;
                 break;
             }
-            model_t ml = m;
-            ml.a = e->link_local.alpha_us * 1e-6;
-            if (e->local_size > e->ncores)
-                ml.a *= (double)e->local_size / e->ncores;
-            ml.b = e->link_local.gbps * 1e9;
             blk = S / L;
             double sub = blk / H, k = nch(&m, sub, c) < 1 ? 1 : nch(&m, sub, c);
             t = (L - 1) * (step_ovl(&ml, blk, c, 1) + step(&ml, blk, c, 0)) +
@@ -163,16 +177,12 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
         } else if (!strcmp(nm, "hierarchical")) {
             /* H - 1 network steps, the host's L rings sharing its network
              * bandwidth; (L - 1) H one-block steps inside the host */
-            int H = e->nhosts, L = e->host_size;
-            if (H < 2 || L < 2 || H * L != n) {
+            int H, L;
+            model_t ml;
+            if (!hier_model(&m, e, &ml, &H, &L)) {
                 t = HUGE_VAL;
                 break;
             }
-            model_t ml = m;
-            ml.a = e->link_local.alpha_us * 1e-6;
-            if (e->local_size > e->ncores)
-                ml.a *= (double)e->local_size / e->ncores;
-            ml.b = e->link_local.gbps * 1e9;
             double k = nch(&m, S, c) < 1 ? 1 : nch(&m, S, c);
             t = (H - 1) * (k * m.a + L * S / m.b) +
                 (L - 1) * H * step(&ml, S, c, 0);
@@ -212,16 +222,12 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
         } else if (!strcmp(nm, "hierarchical")) {
             /* (L - 1) H one-block reducing steps inside the host, then
              * H - 1 network steps, the host's L rings sharing it */
-            int H = e->nhosts, L = e->host_size;
-            if (H < 2 || L < 2 || H * L != n) {
+            int H, L;
+            model_t ml;
+            if (!hier_model(&m, e, &ml, &H, &L)) {
                 t = HUGE_VAL;
                 break;
             }
-            model_t ml = m;
-            ml.a = e->link_local.alpha_us * 1e-6;
-            if (e->local_size > e->ncores)
-                ml.a *= (double)e->local_size / e->ncores;
-            ml.b = e->link_local.gbps * 1e9;
             double k = nch(&m, S, c) < 1 ? 1 : nch(&m, S, c);
             double mv = L * S / m.b, rd = S / m.g;
             t = (L - 1) * H * step_ovl(&ml, S, c, 1) +
