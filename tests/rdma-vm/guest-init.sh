@@ -19,7 +19,7 @@ hostname rcoll-vm
 net() { # net BRIDGE-NUMBER VETH-PREFIX TYPE: device TYPE$i in namespace h$i
     ip link add br$1 type bridge && ip link set br$1 up || return 1
     for i in 0 1; do
-        ip netns list | grep -qw h$i || { ip netns add h$i && ip -n h$i link set lo up; } || return 1
+        ip netns list 2> /dev/null | grep -qw h$i || { ip netns add h$i && ip -n h$i link set lo up; } || return 1
         ip link add $2$i type veth peer name p$1$i && ip link set p$1$i master br$1 up &&
         ip link set $2$i netns h$i && ip -n h$i addr add 10.77.$1.$((i + 1))/24 dev $2$i &&
         ip -n h$i link set $2$i up &&

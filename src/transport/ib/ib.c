@@ -49,6 +49,7 @@
 #define IB_HDR_OFF (IB_HDR - sizeof(rcoll_msg_hdr_t)) /* header ends there */
 #define IB_CTRL 512     /* after the slots: an abort's reason */
 #define IB_MAGIC 0x69627631U /* "ibv1" */
+#define IB_CM_TRIES 8   /* rdma_connect redone on a local port collision */
 
 /* the 32-bit word that signals a message */
 #define IMM(t, c, a) ((uint32_t)(t) << 30 | (uint32_t)(c) << 16 | (uint32_t)(a))
@@ -75,6 +76,8 @@ typedef struct {
     int ended;                /* error, flush or disconnect seen */
     int imm;                  /* signal with immediates (else WRITE+SEND) */
     int active;               /* we connected (cm): the reply has the ring */
+    int heard;                /* a message from the peer arrived on it */
+    int cm_tries;             /* connection attempts redone (cm, active) */
     /* receive side */
     char *rx;                 /* nslots slots + IB_CTRL */
     struct ibv_mr *rx_mr;
@@ -499,6 +502,8 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
             if (gidx >= (uint32_t)ctx->nq)
                 continue;
             ib_qp_t *q = ctx->qps[gidx];
+            if (!q->qp || wc[i].qp_num != q->qp->qp_num)
+                continue; /* a QP of a connection attempt redone */
             if (kind != WR_RECV)
                 q->sq_free++;
             if (wc[i].status != IBV_WC_SUCCESS) {
@@ -523,6 +528,7 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
                     ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
                 }
             } else if (kind == WR_RECV) {
+                q->heard = 1;
                 uint32_t w = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM
                                  ? ntohl(wc[i].imm_data)
                                  : q->rbuf[idx];
@@ -947,11 +953,36 @@ static const char *peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
 }
 
 /* cm mode: connect to every higher peer, accept every lower one, all at
- * once through the event channel. */
+ * once through the event channel.
+ *
+ * iWARP (MPA, RFC 5044) lets the initiator send first: the responder sees
+ * ESTABLISHED as soon as its MPA reply is on the wire, and an FPDU it sends
+ * then can reach the initiator before the initiator's kernel has read that
+ * reply; siw then fails the connection (CONNECT_ERROR, -EINVAL) and the
+ * responder's write fails. So the initiator greets each accepted QP with a
+ * zero-credit note right after ESTABLISHED, and a QP we accepted counts as
+ * ready only once something from the peer arrived on it: nothing of ours
+ * goes out on it before that. */
+/* An active QP's connection attempt: a new cm_id, then address and route
+ * resolution (the events continue it in ib_connect_cm). */
+static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                  const struct sockaddr_in *addrs)
+{
+    char ps[128];
+    if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
+        rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->addr,
+                          (struct sockaddr *)&addrs[q->ep->peer], 5000) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
+                                "address of %s: %s",
+                                peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
 static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
                                     const struct sockaddr_in *addrs)
 {
-    int r = ctx->p.rank, expected = 0, up = 0;
+    int r = ctx->p.rank, expected = 0, up = 0, ready = 0;
     double deadline = rcoll_time_sec() + rcoll_config.timeout;
     char ps[128];
     rcoll_status_t st;
@@ -961,29 +992,54 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
         if (q->ep->peer < r)
             continue;
         q->active = 1;
-        if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
-            rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->addr,
-                              (struct sockaddr *)&addrs[q->ep->peer],
-                              5000) != 0)
-            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
-                                    "address of %s: %s",
-                                    peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
-                                    strerror(errno));
+        st = ib_cm_start(ctx, q, addrs);
+        if (st != RCOLL_OK)
+            return st;
     }
-    while (up < expected) {
+    while (ready < expected) {
         double left = deadline - rcoll_time_sec();
-        if (left <= 0)
+        if (left <= 0) {
+            int silent = -1;
+            for (int g = 0; g < ctx->nq && silent < 0; g++)
+                if (ctx->qps[g]->up && !ctx->qps[g]->heard &&
+                    !ctx->qps[g]->active)
+                    silent = ctx->qps[g]->ep->peer;
+            if (up == expected && silent >= 0)
+                return rcoll__set_error(
+                    RCOLL_ERR_TIMEOUT, "ib: rank %d: %d of %d connections "
+                    "established, but nothing arrived from %s within "
+                    "RCOLL_TIMEOUT", r, up, expected,
+                    peer_str(ctx, silent, ps, sizeof(ps)));
             return rcoll__set_error(RCOLL_ERR_TIMEOUT, "ib: rank %d: only %d "
                                     "of %d connections came up within "
                                     "RCOLL_TIMEOUT", r, up, expected);
+        }
+        /* greetings arrive on the CQ, not the event channel: look often
+         * while only they are missing */
+        int wait_ms = up == expected ? 2 : 1000;
         struct pollfd pf = {.fd = ctx->ech->fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)RCOLL_MIN(left * 1000 + 1, 1000)) <= 0)
+        int pr = poll(&pf, 1, (int)RCOLL_MIN(left * 1000 + 1, wait_ms));
+        ib_poll(ctx);
+        ready = 0;
+        for (int g = 0; g < ctx->nq; g++) {
+            ib_qp_t *q = ctx->qps[g];
+            if (q->ended && q->up)
+                return rcoll__set_error(RCOLL_ERR_REMOTE, "ib: connecting "
+                                        "rank %d and %s: %s", r,
+                                        peer_str(ctx, q->ep->peer, ps,
+                                                 sizeof(ps)),
+                                        q->ep->fail_msg[0] ? q->ep->fail_msg
+                                                           : "queue pair "
+                                                             "failed");
+            ready += q->up && (q->active || q->heard);
+        }
+        if (pr <= 0)
             continue;
         struct rdma_cm_event *ev;
         if (rdma_get_cm_event(ctx->ech, &ev) != 0)
             continue;
         struct rdma_cm_id *id = ev->id;
-        ib_qp_t *q = id->context;
+        ib_qp_t *q = id->context, *redo = NULL;
         st = RCOLL_OK;
         switch (ev->event) {
         case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -1005,11 +1061,25 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
                 .private_data = &d, .private_data_len = sizeof(d),
                 .responder_resources = 1, .initiator_depth = 1,
                 .retry_count = 7, .rnr_retry_count = 7};
-            if (rdma_connect(id, &cp) != 0)
+            if (rdma_connect(id, &cp) != 0) {
+                /* iWARP devices without a port mapper (siw) bind a kernel
+                 * TCP socket to the port rdma_cm chose in its own port
+                 * space, which a TCP socket of this host may hold: nothing
+                 * reached the peer, so a new cm_id (a new port) may try */
+                if ((errno == EADDRINUSE || errno == EADDRNOTAVAIL) &&
+                    q->cm_tries < IB_CM_TRIES) {
+                    rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: rdma_connect "
+                               "to %s: %s; again with another port", r,
+                               peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                               strerror(errno));
+                    redo = q;
+                    break;
+                }
                 st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_connect to "
                                       "%s: %s",
                                       peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                       strerror(errno));
+            }
             break;
         }
         case RDMA_CM_EVENT_CONNECT_REQUEST: {
@@ -1067,9 +1137,19 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
                 st = ib_conn_data_apply(ctx, q, &d);
                 if (st != RCOLL_OK)
                     break;
+                /* the first FPDU is ours (see above) */
+                if (ib_post_note(q, IMM(IMM_CREDIT, 0, 0)) != 0) {
+                    st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: greeting %s "
+                                          "on a new connection: %s",
+                                          peer_str(ctx, q->ep->peer, ps,
+                                                   sizeof(ps)),
+                                          strerror(errno));
+                    break;
+                }
             }
             q->up = 1;
             up++;
+            ready += q->active;
             break;
         default:
             st = rcoll__set_error(RCOLL_ERR_REMOTE, "ib: connecting rank %d "
@@ -1081,6 +1161,16 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
         rdma_ack_cm_event(ev);
         if (st != RCOLL_OK)
             return st;
+        if (redo) { /* its events are acked: the id may go */
+            rdma_destroy_qp(redo->id);
+            rdma_destroy_id(redo->id);
+            redo->id = NULL;
+            redo->qp = NULL;
+            redo->cm_tries++;
+            st = ib_cm_start(ctx, redo, addrs);
+            if (st != RCOLL_OK)
+                return st;
+        }
     }
     return RCOLL_OK;
 }
@@ -1372,8 +1462,25 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
         }
     }
     if (!ctx->oob) {
-        if (rdma_listen(ctx->listen_id, RCOLL_MAX(16, npeers * ctx->nqps)) !=
-            0) {
+        int backlog = RCOLL_MAX(16, npeers * ctx->nqps), lrc;
+        /* siw listens on a kernel TCP socket at the port rdma_cm chose in
+         * its own port space: on a collision, another id, another port */
+        for (int t = 0; (lrc = rdma_listen(ctx->listen_id, backlog)) != 0 &&
+                        errno == EADDRINUSE && t < IB_CM_TRIES; t++) {
+            struct rdma_cm_id *id;
+            rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: rdma_listen on %s: %s; "
+                       "again with another port", r, ctx->addr_str,
+                       strerror(errno));
+            if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
+                break;
+            if (rdma_bind_addr(id, (struct sockaddr *)&ctx->addr) != 0) {
+                rdma_destroy_id(id);
+                break;
+            }
+            rdma_destroy_id(ctx->listen_id);
+            ctx->listen_id = id;
+        }
+        if (lrc != 0) {
             st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_listen on %s: "
                                   "%s", ctx->addr_str, strerror(errno));
             goto err;
@@ -1440,6 +1547,8 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         ib_qp_t *q = ctx->qps[g];
         if (!q->up || q->ended || !q->qp)
             continue;
+        if (!ctx->oob && !q->active && !q->heard)
+            continue; /* iWARP: the initiator has not spoken yet */
         if (abort && reason) {
             char *s = q->tx + (size_t)ctx->p.nslots * ctx->stride;
             snprintf(s, IB_CTRL, "%s", reason);
