@@ -165,9 +165,10 @@ check "faults: 2,050 collectives under netem loss/delay/reorder/dup, tcp" \
 # (20 s, not 10: the guest is emulated, about 50 times slower)
 check "faults: SIGKILL x10 at random moments, ib (siw)" \
     env FAULT_HOSTS="$FH" FAULT_DETECT_S=20 timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
-check "siw: fork-based failure tests over ib (kill, abort)" \
+check "siw: fork-based failure tests over ib (kill, abort, SIGPIPE ignored)" \
     $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
-           RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort"
+           RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort && \
+           RCOLL_TRANSPORTS=ib TEST_IWARP=1 ip netns exec h0 $B/tests/test_fail sigpipe"
 
 # iWARP lets only the initiator send first. A rank that accepted a
 # connection and wrote at once could reach the initiator before its kernel

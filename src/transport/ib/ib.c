@@ -38,6 +38,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,30 @@ static int ib_dev_imm(struct ibv_context *verbs)
     if (verbs->device->transport_type == IBV_TRANSPORT_IWARP)
         return !strncmp(ibv_get_device_name(verbs->device), "erdma", 5);
     return 1;
+}
+
+/* siw (soft-iWARP) sends on a kernel TCP socket from the context of the
+ * process that posts, without MSG_NOSIGNAL: a send to a peer whose
+ * connection was reset raises SIGPIPE in this process, which by default
+ * kills it (seen in CI: a survivor of a killed peer died with status 141).
+ * So on iWARP devices SIGPIPE is ignored when it is at its default; a
+ * handler the program installed is left alone. Writes to a closed pipe or
+ * socket then fail with EPIPE instead, as they do under Python. */
+static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
+{
+    struct sigaction old, ign;
+    if (ctx->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+        return;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGPIPE, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+        old.sa_handler != SIG_DFL)
+        return;
+    if (sigaction(SIGPIPE, &ign, NULL) == 0)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: SIGPIPE ignored (it was "
+                   "at its default; %s sends from this process on kernel "
+                   "TCP sockets)", ctx->p.rank, ctx->devname);
 }
 
 static const char *link_layer_str(uint8_t ll, struct ibv_context *v)
@@ -1412,6 +1437,7 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     struct ibv_port_attr pa;
     ibv_query_port(ctx->verbs, ctx->port, &pa);
     ctx->imm_ok = ib_dev_imm(ctx->verbs);
+    ib_sigpipe_guard(ctx);
     if (!(ctx->pd = ibv_alloc_pd(ctx->verbs)) ||
         !(ctx->cch = ibv_create_comp_channel(ctx->verbs))) {
         st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: protection domain or "
