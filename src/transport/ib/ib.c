@@ -977,17 +977,6 @@ static const char *peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
     return b;
 }
 
-/* cm mode: connect to every higher peer, accept every lower one, all at
- * once through the event channel.
- *
- * iWARP (MPA, RFC 5044) lets the initiator send first: the responder sees
- * ESTABLISHED as soon as its MPA reply is on the wire, and an FPDU it sends
- * then can reach the initiator before the initiator's kernel has read that
- * reply; siw then fails the connection (CONNECT_ERROR, -EINVAL) and the
- * responder's write fails. So the initiator greets each accepted QP with a
- * zero-credit note right after ESTABLISHED, and a QP we accepted counts as
- * ready only once something from the peer arrived on it: nothing of ours
- * goes out on it before that. */
 /* An active QP's connection attempt: a new cm_id, then address and route
  * resolution (the events continue it in ib_connect_cm). */
 static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
@@ -1004,6 +993,17 @@ static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     return RCOLL_OK;
 }
 
+/* cm mode: connect to every higher peer, accept every lower one, all at
+ * once through the event channel.
+ *
+ * iWARP (MPA, RFC 5044) lets the initiator send first: the responder sees
+ * ESTABLISHED as soon as its MPA reply is on the wire, and an FPDU it sends
+ * then can reach the initiator before the initiator's kernel has read that
+ * reply; siw then fails the connection (CONNECT_ERROR, -EINVAL) and the
+ * responder's write fails. So the initiator greets each accepted QP with a
+ * zero-credit note right after ESTABLISHED, and a QP we accepted counts as
+ * ready only once something from the peer arrived on it: nothing of ours
+ * goes out on it before that. */
 static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
                                     const struct sockaddr_in *addrs)
 {
