@@ -97,7 +97,7 @@ done
 t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     "$RUN" -n 4 "$B/tests/test_nonblocking"
 for tl in shm tcp; do
-    for s in kill abort abort_thread timeout mismatch sigpipe; do
+    for s in kill abort abort_thread timeout cycle mismatch sigpipe; do
         t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s
     done
 done

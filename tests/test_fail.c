@@ -11,12 +11,17 @@
  *   timeout   (RCOLL_TIMEOUT=2) rank 3 is alive but late: every survivor
  *             fails with RCOLL_ERR_TIMEOUT (or with a peer's abort that
  *             carries its timeout), one waiting on rank 3 directly names it,
- *             nobody hangs.
+ *             and every one names it as the root cause, alive but not in
+ *             the call (the wait-chain diagnosis); nobody hangs.
+ *   cycle     (RCOLL_TIMEOUT=2) ranks 0, 1, 2 each receive from the next
+ *             first, rank 3 from rank 0: every rank reports a wait cycle.
+ *   sigpipe   SIGPIPE is ignored under iWARP (TEST_IWARP=1), untouched
+ *             otherwise; a handler of the program's own is kept.
  *   mismatch  rank 0 passes a different count: RCOLL_ERR_MISMATCH naming
  *             both ranks on the neighbours, an error (not a hang) elsewhere.
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
- * usage: test_fail kill|abort|timeout|mismatch|loop */
+ * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|loop */
 #include <rcoll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -186,9 +191,33 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
                   (st == RCOLL_ERR_REMOTE && strstr(msg, "RCOLL_TIMEOUT"))) &&
                  when - t0 < 6.0;
         /* whoever waits on rank 3 directly (which rank that is depends on
-         * the algorithm) must name it; the parent checks that one did */
+         * the algorithm) names it; the parent checks that one did */
         if (names(msg, 3))
             __atomic_store_n(named_culprit, 1, __ATOMIC_SEQ_CST);
+        /* and every rank, whatever it waited for, names rank 3 as the root
+         * cause, found by following the waits: alive, but not in the call */
+        if (!strstr(msg, "root cause: rank 3 ") ||
+            !strstr(msg, "is alive but has not called operation #2")) {
+            printf("rank %d: FAIL: the root cause (rank 3, not in the "
+                   "call) is not named\n", rank);
+            ok = 0;
+        }
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
+    }
+    if (!strcmp(scn, "cycle")) {
+        /* ranks 0, 1, 2 each receive first from the next one: a deadlock
+         * with no single culprit; rank 3 waits on rank 0. Every rank must
+         * say that the waits form a cycle, not blame one rank. */
+        int from = rank == 3 ? 0 : (rank + 1) % 3;
+        int x[4] = {0};
+        double t0 = now();
+        st = rcoll_recv(x, 4, RCOLL_INT32, from, c, NULL);
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        printf("rank %d: %s after %.2f s: %s\n", rank,
+               rcoll_status_string(st), now() - t0, msg);
+        int ok = (st == RCOLL_ERR_TIMEOUT || st == RCOLL_ERR_REMOTE) &&
+                 strstr(msg, "in a cycle") && now() - t0 < 10.0;
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;
     }
@@ -237,7 +266,7 @@ int main(int argc, char **argv)
     const char *scn = argv[1];
     if (!strcmp(scn, "loop"))
         return by_hand_loop();
-    if (!strcmp(scn, "timeout"))
+    if (!strcmp(scn, "timeout") || !strcmp(scn, "cycle"))
         setenv("RCOLL_TIMEOUT", "2", 1);
     if (!strcmp(scn, "mismatch"))
         setenv("RCOLL_TIMEOUT", "5", 1);

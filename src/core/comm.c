@@ -120,21 +120,29 @@ static void fail_all_locked(struct rcoll_comm *c)
 static void timeout_check(struct rcoll_comm *c, struct rcoll_request *r,
                           double now)
 {
-    if (now - r->last_progress < rcoll_config.timeout)
+    if (now - r->last_progress < rcoll_config.timeout) {
+        if (rcoll_unlikely(c->diag_walking))
+            rcoll__diag_cancel(c);
         return;
+    }
     coll_sched_t *s = &r->sched;
-    char msg[1024];
+    char msg[1024], cause[768];
     int p = s->waiting_peer;
+    /* before failing, find out whom the rank we wait for waits for, and so
+     * on down the chain, to name the root cause (core/diag.c) */
+    if (!rcoll__diag_walk(c, p, cause, sizeof(cause)))
+        return;
     snprintf(msg, sizeof(msg), "rank %d: %s #%llu (count %zu, %s) made no "
              "progress for %g s (RCOLL_TIMEOUT): waiting for %s rank %d "
-             "(%s pid %d) at step %d, chunk %d",
+             "(%s pid %d) at step %d, chunk %d%s%s",
              c->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
              s->count, rcoll_datatype_name(s->dt), rcoll_config.timeout,
              s->waiting_for ? s->waiting_for : "?", p,
              p >= 0 ? c->bs.peers[p].hostname : "?",
              p >= 0 ? c->bs.peers[p].pid : -1,
              s->r_step < s->nsteps ? s->r_step : s->s_step,
-             s->r_step < s->nsteps ? s->r_chunk : s->s_chunk);
+             s->r_step < s->nsteps ? s->r_chunk : s->s_chunk,
+             cause[0] ? "; " : "", cause);
     pthread_mutex_lock(&c->lock);
     comm_set_error_locked(c, RCOLL_ERR_TIMEOUT, msg);
     pthread_mutex_unlock(&c->lock);
@@ -240,9 +248,10 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     /* With shared memory only, the fds (pidfds, the wake-up eventfd) say
      * nothing urgent: while polling, look at them every 64th turn only, a
      * system call saved per turn; but after every sleep, or a death seen
-     * by a pidfd waited for 64 sleeps (6.4 s) */
+     * by a pidfd waited for 64 sleeps (6.4 s), and on every idle look (a
+     * timeout diagnosis question may wait on the bootstrap listener) */
     int n = 0;
-    if (ms > 0 || slept || c->wait_tl < 0 || c->ntls > 1 ||
+    if (ms > 0 || slept || !r || c->wait_tl < 0 || c->ntls > 1 ||
         (++c->spin_turns & 63) == 0)
         n = epoll_wait(c->epfd, evs, 64, ms);
     /* give the core away between looks: a peer, ours or not, may need it
@@ -496,6 +505,7 @@ static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
 static void comm_free(struct rcoll_comm *c)
 {
     live_remove(c);
+    rcoll__diag_fini(c);
     if (c->epfd >= 0)
         close(c->epfd);
     if (c->evfd >= 0)
@@ -855,6 +865,10 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
 
     c->env.peers = c->bs.peers;
 
+    if ((st = rcoll__diag_init(c)) != RCOLL_OK) {
+        close_transports(c, 1, NULL);
+        goto err;
+    }
     int rc = pthread_create(&c->thread, NULL, progress_thread, c);
     if (rc != 0) {
         close_transports(c, 1, NULL);

@@ -59,6 +59,8 @@ struct rcoll_comm {
     struct rcoll_mem_reg *regs;   /* rcoll_comm_register, not yet undone */
     struct rcoll_comm *next_live; /* the process's live communicators */
     double created;
+    struct rcoll_diag *diag;      /* timeout diagnosis (core/diag.c) */
+    int diag_walking;             /* a diagnosis is under way (engine) */
 };
 
 /* A user registration: one transport handle per open transport. */
@@ -79,6 +81,47 @@ void rcoll__comm_release(struct rcoll_comm *comm);
  * it, so a destroyed or aborted handle is an argument error, not a crash;
  * an address reused by a newer communicator cannot be told apart) */
 int rcoll__comm_live(const struct rcoll_comm *c);
+
+/* Timeout diagnosis (core/diag.c): the question a timed-out rank sends
+ * to the rank it waits for, and the answer, over the bootstrap listener. */
+enum { RCOLL_DIAG_QUERY = 1, RCOLL_DIAG_ANSWER = 2 };
+enum { /* an answer's state */
+    RCOLL_DIAG_WAITING = 1, /* in an operation, waiting for `peer` */
+    RCOLL_DIAG_IDLE,        /* no operation in progress; seq = posted */
+    RCOLL_DIAG_FAILED,      /* failed already: text; peer = its root cause */
+    RCOLL_DIAG_BUSY         /* in an operation, waiting for no peer */
+};
+typedef struct {
+    uint32_t magic;
+    uint32_t type;
+    int32_t from, to;
+    uint64_t nonce;        /* the question's; echoed by the answer */
+    uint32_t state;
+    int32_t peer;
+    uint64_t seq;
+    uint32_t stalled_ms;   /* WAITING/BUSY: time since its last progress */
+    uint32_t pad;
+    char what[64];         /* WAITING/BUSY: "allreduce #12 step 3" */
+    char text[384];        /* FAILED: its error message */
+    uint64_t mac;          /* SipHash(secret) of everything before */
+} rcoll_diag_msg_t;
+#define RCOLL_DIAG_MAGIC 0x52434451u /* "RCDQ" */
+uint64_t rcoll__diag_mac(const uint8_t secret[16], const rcoll_diag_msg_t *m);
+/* 0 if buf is a well-formed message of this job (MAC checked) to rank me
+ * of nranks; fills *out with its strings NUL-terminated. */
+int rcoll__diag_msg_check(const void *buf, size_t len,
+                          const uint8_t secret[16], int nranks, int me,
+                          rcoll_diag_msg_t *out);
+/* After the bootstrap: serves questions on the bootstrap listener. */
+rcoll_status_t rcoll__diag_init(struct rcoll_comm *c);
+void rcoll__diag_fini(struct rcoll_comm *c);
+/* Called (engine held) while an operation waiting for `waiting_peer` is
+ * past RCOLL_TIMEOUT: starts or continues the walk; 0 while it goes on,
+ * 1 when done, with the root cause (or "") in `cause`. */
+int rcoll__diag_walk(struct rcoll_comm *c, int waiting_peer, char *cause,
+                     size_t len);
+/* The operation moved again: forget the walk. */
+void rcoll__diag_cancel(struct rcoll_comm *c);
 
 /* Init helpers (core/launch.c). */
 rcoll_status_t rcoll__root_listen(const rcoll_sockaddr_t *want,

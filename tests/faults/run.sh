@@ -9,7 +9,9 @@
 #       destroy): each survivor finishes or fails naming the dead rank
 #       within 10 s; no /dev/shm leftovers.    TRANSPORT: tcp | shm | ib
 #   run.sh BUILDDIR stop TRANSPORT            SIGSTOP a rank: the others
-#       fail after RCOLL_TIMEOUT naming it, the collective and the step
+#       fail after RCOLL_TIMEOUT naming it, the collective and the step;
+#       every one names it as the root cause, also those that waited for
+#       another survivor
 #   run.sh BUILDDIR netem [TRANSPORT]         2,000 collectives over a veth
 #       with loss, delay+jitter, reordering and duplication, all bit-exact
 #   run.sh BUILDDIR cut [TRANSPORT]           a 2 s link cut is survived,
@@ -21,7 +23,8 @@
 #   run.sh BUILDDIR strangers                 connections without the job
 #       secret at the bootstrap root (half-open, random bytes, a wrong MAC,
 #       a rank of another job) are dropped; the job runs undisturbed; ranks
-#       listen only on the chosen interface
+#       listen only on the chosen interface; strangers at the ranks' own
+#       listeners while the job runs are dropped too
 # Needs root and iproute2 (tc for netem); exits 77 (skip) otherwise.
 B=$1; what=$2; shift 2
 FR="$B/tests/faults/fault_rank"
@@ -178,18 +181,23 @@ stop)
     sleep 0.5
     wait_all "$(plus $tk 15)"
     kill -9 "$vp"; wait "$vp" 2> /dev/null
-    bad=0; direct=0
+    bad=0; direct=0; rooted=0
     for r in 0 1 3; do
         last=$(tail -n 1 "$LOG/r$r.out")
         te=$(echo "$last" | awk '{print $3}')
         echo "rank $r (+$(awk "BEGIN { printf \"%.2f\", ${te:-0} - $tk }") s): $last"
         case $last in
-        ERROR*RCOLL_TIMEOUT*) echo "$last" | grep -Eq "waiting for .* rank $victim .*step" && direct=$((direct + 1)) ;;
+        ERROR*RCOLL_TIMEOUT*) echo "$last" | grep -Eq "waiting for .* rank $victim .*step" && direct=$((direct + 1))
+            echo "$last" | grep -q "root cause: rank $victim .*did not answer" && rooted=$((rooted + 1)) ;;
         *) bad=1 ;;
         esac
     done
     [ -n "$HUNG" ] && { echo "HANG: $HUNG"; bad=1; }
     [ $direct -ge 1 ] || { echo "no survivor named the stopped rank $victim with its step"; bad=1; }
+    # every survivor, also one that waited for another survivor, names the
+    # stopped rank as the root cause (core/diag.c follows the waits)
+    echo "$rooted of 3 survivors name rank $victim as the root cause"
+    [ $rooted = 3 ] || bad=1
     dumps=$(grep -l "rcoll:   \[0\] .* waiting for .* rank [0-9]" "$LOG"/r[013].out | wc -l)
     echo "kill -USR1: $dumps of 3 survivors dumped an operation waiting on a peer:"
     grep -h "^rcoll:" "$LOG/r0.out" | head -n 6
@@ -366,6 +374,48 @@ PY
     if grep -Eq '^(0\.0\.0\.0|\*|\[::\]):[0-9]' "$LOG/listen.out"; then
         echo "a rank listens on every interface"; bad=1
     fi
+    [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    # the ranks' own listeners while the job runs: the bootstrap listener
+    # stays open for the timeout diagnosis (core/diag.c) and reads what
+    # arrives; the TCP transport's stays open unread. Strangers there (half
+    # open, random bytes, a diagnosis-sized message with a wrong MAC) must
+    # be dropped with a warning, and the job must finish bit-exact.
+    start $n tcp 20000 5 65536
+    sleep 0.7
+    ports=""
+    for ns in $A $Z; do
+        for p in $PIDS; do
+            ports="$ports $(ip netns exec $ns ss -Hltnp 2> /dev/null | grep "pid=$p," | awk '{print $4}')"
+        done
+    done
+    echo "the ranks listen on:$ports"
+    ip netns exec $Z python3 - $ports > "$LOG/strangers2.out" 2>&1 <<'PY'
+import os, socket, sys, time
+held = []
+for hp in sys.argv[1:]:
+    host, port = hp.rsplit(":", 1)
+    try:
+        held.append(socket.create_connection((host, int(port)), timeout=2))
+        s = socket.create_connection((host, int(port)), timeout=2)
+        s.sendall(os.urandom(504)); s.close()      # a forged message, gone
+        s = socket.create_connection((host, int(port)), timeout=2)
+        s.sendall(os.urandom(7)); held.append(s)   # a fragment, silent
+    except OSError as e:
+        print("could not reach", hp, e)
+print("hit", len(sys.argv) - 1, "listeners", flush=True)
+time.sleep(3)
+PY
+    wait_all "$(plus $(now) 120)"
+    cat "$LOG/strangers2.out"
+    for r in 0 1 2; do
+        last=$(tail -n 1 "$LOG/r$r.out"); echo "rank $r: $last"
+        case $last in DONE*) ;; *) bad=1 ;; esac
+    done
+    nl=$(echo $ports | wc -w)
+    drops=$(grep -l "dropped a connection to its bootstrap listener" "$LOG"/r[012].out | wc -l)
+    echo "$drops of 3 ranks dropped strangers at their bootstrap listener ($nl listeners hit)"
+    [ "$nl" -ge 3 ] || { echo "found fewer listeners than ranks"; bad=1; }
+    [ "$drops" = 3 ] || bad=1
     [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
     [ $bad = 0 ] ;;
 *)

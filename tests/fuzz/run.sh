@@ -17,14 +17,14 @@ INC="-I$S/include -I$S/src -I$B -I$S/tests/fuzz"
 # the library code the targets reach, instrumented for coverage
 CORE="$S/src/util/log.c $S/src/util/misc.c $S/src/util/params.c
       $S/src/util/sock.c $S/src/util/status.c $S/src/bootstrap/bootstrap.c
-      $S/src/topo/topo.c"
+      $S/src/topo/topo.c $S/src/core/diag_msg.c"
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$O/probe.c"
 $CC $FL "$O/probe.c" -o "$O/probe" 2> /dev/null || { echo "clang has no libFuzzer here: skipped"; exit 77; }
 pass=0; fail=0
 LIBS="-lpthread -lm"
 grep -q '^#define HAVE_VERBS 1' "$B/config.h" && grep -q '^#define HAVE_RDMACM 1' "$B/config.h" &&
     LIBS="$LIBS -libverbs -lrdmacm"
-for t in unique_id boot_table config auth tcp_stream ib_signal topo_xml; do
+for t in unique_id boot_table config auth tcp_stream ib_signal topo_xml diag_msg; do
     src="$S/tests/fuzz/fuzz_$t.c"
     if ! $CC $FL $INC "$src" $CORE -o "$O/fuzz_$t" $LIBS > "$O/$t.build.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL  fuzz: $t (build)"; tail -n 20 "$O/$t.build.log"; continue

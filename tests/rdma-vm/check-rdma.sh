@@ -168,6 +168,7 @@ check "faults: SIGKILL x10 at random moments, ib (siw)" \
 check "siw: fork-based failure tests over ib (kill, abort, SIGPIPE ignored)" \
     $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort && \
+           RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail timeout && \
            RCOLL_TRANSPORTS=ib TEST_IWARP=1 ip netns exec h0 $B/tests/test_fail sigpipe"
 
 # iWARP lets only the initiator send first. A rank that accepted a
