@@ -182,7 +182,9 @@ static const param_t params[] = {
       "^list excludes"),
     P("TIMEOUT", "300", "seconds", timeout, seconds,
       "an operation or bootstrap step that makes no progress for this long "
-      "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for"),
+      "fails with RCOLL_ERR_TIMEOUT naming the rank it waits for and the "
+      "root cause found by following the chain of waits (up to 2 s more "
+      "per rank that does not answer)"),
     P("DUMP_SIGNAL", "USR1", "string", dump_signal, string,
       "kill -USR1 (or USR2) makes the process print every communicator and "
       "each operation in flight with the step and peer it waits for (as "

@@ -345,11 +345,13 @@ void ProcessGroupRcoll::watchdog_loop()
         RcollWork *w = inflight_;
         auto deadline = inflight_deadline_;
         /* rcoll's own timeout (RCOLL_TIMEOUT, the group's by default)
-         * fails the operation with the rank and step it waits for: give
-         * it a second to do so before aborting with less to say */
-        if (std::chrono::steady_clock::now() <
-            deadline + std::chrono::seconds(1)) {
-            wd_cv_.wait_until(lk, deadline + std::chrono::seconds(1));
+         * fails the operation with the rank and step it waits for and the
+         * root cause, after asking down the chain of waits (up to 2 s for
+         * a silent rank, 1 s for an idle one): give it 3 s to do so
+         * before aborting with less to say */
+        const auto grace = std::chrono::seconds(3);
+        if (std::chrono::steady_clock::now() < deadline + grace) {
+            wd_cv_.wait_until(lk, deadline + grace);
             continue;
         }
         if (inflight_ != w)
