@@ -170,7 +170,7 @@ kill)
 stop)
     tl=$1; n=4; victim=2
     start $n "$tl" 100000 9 65536 RCOLL_TIMEOUT=3
-    sleep 1.5
+    sleep ${FAULT_STOP_AFTER:-1.5} # past init (longer in the emulated guest)
     vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
     tk=$(now); kill -STOP "$vp"
     PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ')

@@ -165,7 +165,9 @@ check "faults: 2,050 collectives under netem loss/delay/reorder/dup, tcp" \
 # (20 s, not 10: the guest is emulated, about 50 times slower)
 check "faults: SIGKILL x10 at random moments, ib (siw)" \
     env FAULT_HOSTS="$FH" FAULT_DETECT_S=20 timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
-check "siw: fork-based failure tests over ib (kill, abort, SIGPIPE ignored)" \
+check "faults: SIGSTOP, every survivor names the stopped rank as the root cause, ib (siw)" \
+    env FAULT_HOSTS="$FH" FAULT_STOP_AFTER=10 timeout -k 5 200 bash $S/tests/faults/run.sh $B stop ib
+check "siw: fork-based failure tests over ib (kill, abort, timeout root cause, SIGPIPE ignored)" \
     $T sh -c "RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail kill && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail timeout && \
