@@ -24,7 +24,7 @@ pass=0; fail=0
 LIBS="-lpthread -lm"
 grep -q '^#define HAVE_VERBS 1' "$B/config.h" && grep -q '^#define HAVE_RDMACM 1' "$B/config.h" &&
     LIBS="$LIBS -libverbs -lrdmacm"
-for t in unique_id boot_table config auth tcp_stream ib_signal topo_xml diag_msg; do
+for t in unique_id boot_table config auth tcp_stream ib_signal shm_ring topo_xml diag_msg; do
     src="$S/tests/fuzz/fuzz_$t.c"
     if ! $CC $FL $INC "$src" $CORE -o "$O/fuzz_$t" $LIBS > "$O/$t.build.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL  fuzz: $t (build)"; tail -n 20 "$O/$t.build.log"; continue

@@ -254,14 +254,55 @@ static void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events)
 
 /* ---- data path ---- */
 
+/* The counters a peer writes are checked before use: a tail beyond what we
+ * published (or going back), or a head more than a ring ahead of what we
+ * consumed (or behind it), means its shared memory is corrupt, and fails
+ * the peer instead of counting towards it (an impossible tail once made
+ * the loop below run ~2^62 times: tests/fuzz/fuzz_shm_ring.c). */
+static int shm_index_bad(shm_ep_t *ep, const char *which, uint64_t v,
+                         uint64_t lo, uint64_t hi)
+{
+    char what[160];
+    if (v >= lo && v <= hi)
+        return 0;
+    snprintf(what, sizeof(what), "wrote an impossible ring %s (%llu, "
+             "expected %llu to %llu): its shared memory is corrupt", which,
+             (unsigned long long)v, (unsigned long long)lo,
+             (unsigned long long)hi);
+    shm_ep_fail(ep, what);
+    return 1;
+}
+
+/* Reads the tail of our ring in the peer's segment: -1 if impossible. */
+static int shm_tail_load(shm_ep_t *ep)
+{
+    uint64_t t = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+    if (shm_index_bad(ep, "tail", t, ep->tx_tail_seen, ep->tx_head))
+        return -1;
+    ep->tx_tail_seen = t;
+    return 0;
+}
+
+/* Reads the head of the peer's ring in our segment: -1 if impossible. */
+static int shm_head_load(shm_ep_t *ep)
+{
+    uint64_t h = __atomic_load_n(&ep->rx->head, __ATOMIC_ACQUIRE);
+    if (shm_index_bad(ep, "head", h, ep->rx_tail,
+                      ep->rx_tail + (uint64_t)ep->ctx->p.nslots))
+        return -1;
+    ep->rx_head_seen = h;
+    return 0;
+}
+
 /* Single-copy sends whose slot the receiver has freed are done. */
 static void shm_tx_complete(shm_ep_t *ep)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     uint64_t ns = (uint64_t)ctx->p.nslots;
-    if (ep->tx_done == ep->tx_head)
+    if (ep->tx_done == ep->tx_head || ep->failed)
         return;
-    ep->tx_tail_seen = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+    if (shm_tail_load(ep) != 0)
+        return;
     while (ep->tx_done < ep->tx_tail_seen) {
         void **c = &ep->tx_cookie[ep->tx_done % ns];
         if (*c) {
@@ -284,7 +325,8 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return shm_ep_error(ep, state == SHM_LIVE ? SHM_ABORTED : state);
     }
     if (ep->tx_head - ep->tx_tail_seen >= ns) {
-        ep->tx_tail_seen = __atomic_load_n(&ep->tx->tail, __ATOMIC_ACQUIRE);
+        if (shm_tail_load(ep) != 0)
+            return shm_ep_error(ep, SHM_ABORTED);
         shm_tx_complete(ep);
         if (ep->tx_head - ep->tx_tail_seen >= ns) {
             int state = shm_ep_check(ep);
@@ -323,13 +365,14 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     shm_ep_t *ep = (shm_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (ep->rx_tail == ep->rx_head_seen) {
-        ep->rx_head_seen = __atomic_load_n(&ep->rx->head, __ATOMIC_ACQUIRE);
+        if (shm_head_load(ep) != 0)
+            return shm_ep_error(ep, SHM_ABORTED);
         if (ep->rx_tail == ep->rx_head_seen) {
             int state = shm_ep_check(ep);
             if (state != SHM_LIVE) {
                 /* published just before it went away? */
-                ep->rx_head_seen =
-                    __atomic_load_n(&ep->rx->head, __ATOMIC_ACQUIRE);
+                if (shm_head_load(ep) != 0)
+                    return shm_ep_error(ep, SHM_ABORTED);
                 if (ep->rx_tail == ep->rx_head_seen)
                     return shm_ep_error(ep, state);
             } else {
