@@ -299,8 +299,9 @@ static void shm_tx_complete(shm_ep_t *ep)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     uint64_t ns = (uint64_t)ctx->p.nslots;
-    if (ep->tx_done == ep->tx_head || ep->failed)
+    if (ep->tx_done == ep->tx_head)
         return;
+    /* (after a peer's abort, what it consumed before still completes) */
     if (shm_tail_load(ep) != 0)
         return;
     while (ep->tx_done < ep->tx_tail_seen) {
