@@ -11,9 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef enum { ALLREDUCE, ALLGATHER, BROADCAST, REDUCE_SCATTER, REDUCE } coll_t;
+typedef enum {
+    ALLREDUCE, ALLGATHER, BROADCAST, REDUCE_SCATTER, REDUCE, ALLTOALL
+} coll_t;
+#define NCOLLS 6
 static const char *coll_names[] = {"allreduce", "allgather", "broadcast",
-                                   "reduce_scatter", "reduce"};
+                                   "reduce_scatter", "reduce", "alltoall"};
 static const char *type_names[] = {"int8", "uint8", "int32", "uint32",
                                    "int64", "uint64", "half", "bfloat16",
                                    "float", "double"};
@@ -60,7 +63,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: rcoll-perf COLLECTIVE [options]\n"
             "  COLLECTIVE: allreduce | allgather | broadcast | "
-            "reduce_scatter | reduce\n"
+            "reduce_scatter | reduce | alltoall\n"
             "  -b SIZE   minimum size in bytes (default 8; K/M/G suffixes)\n"
             "  -e SIZE   maximum size in bytes (default 32M)\n"
             "  -f N      multiply the size by N each row (default 2)\n"
@@ -81,7 +84,8 @@ typedef struct {
     rcoll_op_t op;
     int root;
     size_t count;      /* per-rank send count (allgather), recv count (rs),
-                          else the element count */
+                          count per peer (alltoall), else the element
+                          count */
     char *sbuf, *rbuf, *expect;
 } run_t;
 
@@ -108,6 +112,9 @@ static rcoll_status_t do_coll(run_t *r, int inplace)
     case REDUCE:
         return rcoll_reduce(inplace ? r->rbuf : r->sbuf, r->rbuf, r->count,
                             r->dt, r->op, r->root, comm, NULL);
+    case ALLTOALL:
+        return rcoll_alltoall(inplace ? r->rbuf : r->sbuf, r->rbuf, r->count,
+                              r->dt, comm, NULL);
     }
     return RCOLL_ERR_INVALID_ARGUMENT;
 }
@@ -145,6 +152,16 @@ static char *prepare(run_t *r, int inplace, size_t *ncheck)
         ref_reduce(r->expect, c, (size_t)rank * c, r->dt, op, nranks, 0);
         *ncheck = c;
         return inplace ? r->sbuf + (size_t)rank * c * dts : r->rbuf;
+    case ALLTOALL: /* block (src -> dst) starts at index (src n + dst) c */
+        for (int q = 0; q < nranks; q++) {
+            ref_fill((inplace ? r->rbuf : r->sbuf) + (size_t)q * c * dts, c,
+                     ((size_t)rank * nranks + q) * c, r->dt, RCOLL_SUM, rank,
+                     0);
+            ref_fill(r->expect + (size_t)q * c * dts, c,
+                     ((size_t)q * nranks + rank) * c, r->dt, RCOLL_SUM, q, 0);
+        }
+        *ncheck = c * (size_t)nranks;
+        return r->rbuf;
     }
     return NULL;
 }
@@ -161,9 +178,9 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    for (k = 0; k < 5 && strcmp(argv[1], coll_names[k]); k++)
+    for (k = 0; k < NCOLLS && strcmp(argv[1], coll_names[k]); k++)
         ;
-    if (k == 5) {
+    if (k == NCOLLS) {
         fprintf(stderr, "rcoll-perf: unknown collective \"%s\"\n", argv[1]);
         usage(stderr);
         return 2;
@@ -223,7 +240,8 @@ int main(int argc, char **argv)
     double bw_factor = 1.0;
     if (coll == ALLREDUCE)
         bw_factor = 2.0 * (nranks - 1) / nranks;
-    else if (coll == ALLGATHER || coll == REDUCE_SCATTER)
+    else if (coll == ALLGATHER || coll == REDUCE_SCATTER ||
+             coll == ALLTOALL)
         bw_factor = (double)(nranks - 1) / nranks;
 
     if (rank == 0) {
@@ -249,7 +267,7 @@ int main(int argc, char **argv)
 
     double bw_sum = 0;
     int bw_rows = 0;
-    long long wrong_total = 0;
+    long long wrong_total = 0, wrong_mine = 0;
     for (int di = 0; di < ndt; di++) {
         for (int oi = 0; oi < nop; oi++) {
             rcoll_datatype_t dt = (rcoll_datatype_t)dts_list[di];
@@ -260,7 +278,8 @@ int main(int argc, char **argv)
                            .op = has_op ? (rcoll_op_t)ops[oi] : RCOLL_SUM,
                            .root = root};
                 size_t total = bytes / dts, sbytes, rbytes;
-                if (coll == ALLGATHER || coll == REDUCE_SCATTER) {
+                if (coll == ALLGATHER || coll == REDUCE_SCATTER ||
+                    coll == ALLTOALL) {
                     r.count = total / (size_t)nranks;
                     total = r.count * (size_t)nranks;
                 } else {
@@ -290,6 +309,7 @@ int main(int argc, char **argv)
                             die(coll_names[coll], st);
                         w = (long long)ref_count_wrong(res, r.expect, ncheck,
                                                        dt);
+                        wrong_mine += w;
                     }
                     for (int i = 0; i < warmup; i++)
                         if ((st = do_coll(&r, inplace)) != RCOLL_OK)
@@ -352,7 +372,9 @@ int main(int argc, char **argv)
     st = rcoll_comm_destroy(comm);
     if (st != RCOLL_OK)
         die("rcoll_comm_destroy", st);
-    return wrong_total ? 1 : 0;
+    /* this rank's own count decides too (a sum the library got wrong
+     * must not hide it) */
+    return wrong_total || wrong_mine ? 1 : 0;
 bad:
     usage(stderr);
     return 2;

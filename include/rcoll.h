@@ -226,18 +226,86 @@ RCOLL_API rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf,
 /** Returns once every rank has entered the barrier. */
 RCOLL_API rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
 
-/** Send `count` elements to `peer`, matched in order by its rcoll_recv.
- *  Like MPI's standard send: small messages complete eagerly, large ones
- *  need the matching receive, so two ranks sending large messages to each
- *  other with blocking calls deadlock (until RCOLL_TIMEOUT). */
+/** Block r of sendbuf (`count` elements at sendbuf + r * count) goes to
+ *  rank r, and block r of recvbuf comes from rank r (MPI_Alltoall,
+ *  ncclAlltoAll). In place when sendbuf == recvbuf. */
+RCOLL_API rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** As rcoll_alltoall with a block size and place per rank, in elements:
+ *  sendcounts[r] elements at sendbuf + sdispls[r] go to rank r, and
+ *  recvcounts[r] elements from rank r land at recvbuf + rdispls[r]
+ *  (MPI_Alltoallv). Blocks may be in any order, with gaps, and empty;
+ *  recvcounts[r] on rank p must equal sendcounts[p] on rank r. The arrays
+ *  are copied: they may be reused once the call returns. In place when
+ *  sendbuf == recvbuf (the input is copied aside first). */
+RCOLL_API rcoll_status_t rcoll_alltoallv(const void *sendbuf,
+        const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+        const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt,
+        rcoll_comm_t comm, rcoll_stream_t stream);
+
+/** On root: recvbuf[r * sendcount + i] = sendbuf of rank r [i]; recvbuf is
+ *  not touched (may be NULL) elsewhere. In place on the root when sendbuf
+ *  == recvbuf + root * sendcount * size(dt). */
+RCOLL_API rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** recvbuf[i] = root's sendbuf[rank * recvcount + i]; sendbuf is read on
+ *  the root only (may be NULL elsewhere). In place on the root when
+ *  recvbuf == sendbuf + root * recvcount * size(dt). */
+RCOLL_API rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf,
+        size_t recvcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** Send `count` elements to `peer` with tag 0 (rcoll_send_tag). */
 RCOLL_API rcoll_status_t rcoll_send(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream);
 
-/** Receive `count` elements from `peer` (the count must match the send). */
+/** Receive `count` elements from `peer` with tag 0 (rcoll_recv_tag). */
 RCOLL_API rcoll_status_t rcoll_recv(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream);
+
+/** Send `count` elements to `peer` with `tag` (>= 0; negative is an
+ *  argument error). Matched by the receive of `peer` from this rank with
+ *  the same tag that was posted first; messages of one sender and tag are
+ *  received in the order they were sent (MPI's non-overtaking rule). Like
+ *  MPI's standard send: up to RCOLL_P2P_EAGER bytes it may complete before
+ *  the receive is posted; larger messages are announced and move once it
+ *  is (rendezvous), so two ranks that each send a large message to the
+ *  other with blocking calls deadlock (until RCOLL_TIMEOUT) - use the
+ *  non-blocking forms or a group. Non-blocking sends and receives always
+ *  progress together and with other operations in flight: any set of them
+ *  posted in any order completes once every one is posted. */
+RCOLL_API rcoll_status_t rcoll_send_tag(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/** Receive `count` elements from `peer` with `tag` (>= 0). The count must
+ *  equal the send's (else RCOLL_ERR_MISMATCH naming both ranks). */
+RCOLL_API rcoll_status_t rcoll_recv_tag(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Groups (NCCL's semantics). Per thread; they nest, and only the outermost  */
+/* rcoll_group_end acts. Operations called in between - blocking ones too -  */
+/* are only checked and recorded; rcoll_group_end posts them all in call     */
+/* order, so they progress together, and returns once the blocking ones have */
+/* finished (their first error, if any). So blocking sends and receives      */
+/* round a ring inside a group are correct. A request of a non-blocking call */
+/* in a group cannot be waited for before the group ends. Collectives inside */
+/* a group must still be called in the same order on every rank. GPU buffers */
+/* are not supported inside a group in this release.                         */
+/* ------------------------------------------------------------------------ */
+
+RCOLL_API rcoll_status_t rcoll_group_start(void);
+/** @return RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT without an open group, or
+ *          the first error of the group's operations. */
+RCOLL_API rcoll_status_t rcoll_group_end(void);
 
 /* ------------------------------------------------------------------------ */
 /* Non-blocking forms: the same arguments plus `req` last. They return       */
@@ -267,6 +335,25 @@ RCOLL_API rcoll_status_t rcoll_isend(const void *buf, size_t count,
         rcoll_stream_t stream, rcoll_request_t *req);
 RCOLL_API rcoll_status_t rcoll_irecv(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_isend_tag(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_irecv_tag(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_ialltoallv(const void *sendbuf,
+        const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+        const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt,
+        rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req);
+RCOLL_API rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf,
+        size_t recvcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
 
 /** Non-blocking check. Sets *done to 1 once the operation has finished

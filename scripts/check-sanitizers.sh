@@ -4,9 +4,12 @@
 #   build-asan  --enable-asan: AddressSanitizer + UBSan (leaks on) over the
 #               multi-process suite's core (units, api, collective matrices
 #               on shm and tcp, slots/credits, single copy, non-blocking,
-#               registration, failure tests, SIGKILL fault trials over tcp)
+#               registration, failure tests - zero-copy sends in flight at a
+#               failure included -, SIGKILL fault trials over tcp, the
+#               point-to-point patterns on 3 ranks)
 #   build-tsan  --enable-tsan: ThreadSanitizer over the threaded tests
-#               (non-blocking + 2 threads, abort from a second thread)
+#               (non-blocking + 2 threads, abort from a second thread,
+#               point-to-point and operations in flight together)
 #   valgrind    memcheck on the unit tests and on 2 ranks of collectives
 #               (0 errors, 0 definite/indirect leaks)
 #   build-fuzz  the libFuzzer targets (tests/fuzz/run.sh): each replays its
@@ -38,7 +41,7 @@ echo "== ASan + UBSan (build-asan)"
 if build build-asan --enable-asan; then
     (cd build-asan &&
      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), (3|4) ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp' \
+     RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), (3|4) ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
      make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/asan"
     sum "$tmp/asan"
 else
@@ -50,7 +53,7 @@ t0=$(date +%s)
 echo "== ThreadSanitizer (build-tsan)"
 if build build-tsan --enable-tsan; then
     (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
-     RCOLL_TEST_FILTER='nonblocking|abort_thread|unit' make -j"$(nproc)" check 2>&1) |
+     RCOLL_TEST_FILTER='nonblocking|abort_thread|unit|p2p: .*shm, 3 ranks' make -j"$(nproc)" check 2>&1) |
         grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/tsan"
     sum "$tmp/tsan"
 else

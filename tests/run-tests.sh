@@ -76,6 +76,34 @@ for pair in $("$B/tools/rcoll-info" -a | awk 'NF > 2 && $1 ~ /^(allreduce|allgat
         done
     done
 done
+# the new collectives' algorithms forced (the matrix above runs the
+# tuner's choice): both trees and both direct forms
+for pair in gather:binomial gather:direct scatter:binomial scatter:direct; do
+    for n in 3 7 8; do
+        t "algo: $pair, shm, $n ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=shm \
+            RCOLL_CHUNK_SIZE=64K "$RUN" -n $n "$B/tests/test_coll" -q -C ${pair%%:*} -N $COUNTS
+    done
+    t "algo: $pair, tcp, 4 ranks" 300 env RCOLL_ALGO=$pair RCOLL_TRANSPORTS=tcp \
+        RCOLL_CHUNK_SIZE=64K "$RUN" -n 4 "$B/tests/test_coll" -q -C ${pair%%:*} -N $COUNTS
+done
+# point to point: ring, halo and all-pairs exchanges with every send posted
+# before any receive (4 B - 64 MiB), tags received out of order, groups
+# with blocking calls, operations in flight together (tests/test_p2p.c)
+for tl in shm tcp; do
+    ns="1 2 3 4 8"
+    [ $tl = tcp ] && ns="2 3 8"
+    for n in $ns; do
+        e=""; [ $n = 8 ] && e="-e 16777216"
+        t "p2p: exchanges, tags, groups, overlap, $tl, $n ranks" 300 env RCOLL_TRANSPORTS=$tl \
+            "$RUN" -n $n "$B/tests/test_p2p" $e
+    done
+    # one slot of 4 KiB, rendezvous from 100 B: credits, set-aside
+    # messages and the non-overtaking order under pressure
+    t "p2p: $tl, 4 KiB chunks, 1 slot, rendezvous from 100 B" 300 env RCOLL_TRANSPORTS=$tl \
+        RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=1 RCOLL_P2P_EAGER=100 "$RUN" -n 4 "$B/tests/test_p2p" -e 4194304
+done
+t "p2p: shm single copy, 3 ranks" 300 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=4096 \
+    "$RUN" -n 3 "$B/tests/test_p2p"
 # small slots and one socket: chunking, credits and wrap-around of the rings
 for tl in shm tcp; do
     t "coll: $tl, 4 KiB chunks, 2 slots" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=1 \
@@ -97,7 +125,7 @@ done
 t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     "$RUN" -n 4 "$B/tests/test_nonblocking"
 for tl in shm tcp; do
-    for s in kill abort abort_thread timeout cycle mismatch sigpipe; do
+    for s in kill abort abort_thread timeout cycle mismatch sigpipe inflight; do
         t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s
     done
 done
@@ -124,6 +152,7 @@ for tl in shm tcp; do
 done
 t "security: strangers at the root are dropped, job undisturbed" 120 bash "$S/tests/faults/run.sh" "$B" strangers
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
+t "launch: mpirun -np 5 test_p2p and test_coll (new collectives)" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN" p2p
 for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
         $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1

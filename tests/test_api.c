@@ -92,6 +92,24 @@ static void bad_arguments(rcoll_comm_t c)
         "root 7");
     BAD(rcoll_send(buf, 1, RCOLL_FLOAT32, 0, c, NULL), "peer 0");
     BAD(rcoll_recv(buf, 1, RCOLL_FLOAT32, 5, c, NULL), "peer 5");
+    BAD(rcoll_send_tag(buf, 1, RCOLL_FLOAT32, 0, -1, c, NULL), "tag -1");
+    BAD(rcoll_irecv_tag(buf, 1, RCOLL_FLOAT32, 0, -7, c, NULL, &req),
+        "tag -7");
+    BAD(rcoll_gather(buf, buf, 1, RCOLL_FLOAT32, 1, c, NULL), "root 1");
+    BAD(rcoll_scatter(buf, buf, 1, RCOLL_FLOAT32, -1, c, NULL), "root -1");
+    BAD(rcoll_alltoall(buf, NULL, 1, RCOLL_FLOAT32, c, NULL), "recvbuf");
+    BAD(rcoll_alltoall(buf, buf, SIZE_MAX / 2, RCOLL_FLOAT32, c, NULL),
+        "overflow");
+    {
+        size_t one[1] = {1}, two[1] = {2}, zero[1] = {0};
+        BAD(rcoll_alltoallv(buf, one, zero, buf, two, zero, RCOLL_FLOAT32, c,
+                            NULL), "sendcounts[0] = 1 but recvcounts[0] = 2");
+        BAD(rcoll_alltoallv(buf, NULL, zero, buf, one, zero, RCOLL_FLOAT32, c,
+                            NULL), "sendcounts is NULL");
+        BAD(rcoll_alltoallv(NULL, one, zero, buf, one, zero, RCOLL_FLOAT32, c,
+                            NULL), "sendbuf is NULL");
+    }
+    BAD(rcoll_group_end(), "no rcoll_group_start");
     /* counts whose byte size overflows */
     BAD(rcoll_allreduce(buf, buf, huge, RCOLL_FLOAT64, RCOLL_SUM, c, NULL),
         "overflow");

@@ -19,9 +19,18 @@
  *             otherwise; a handler of the program's own is kept.
  *   mismatch  rank 0 passes a different count: RCOLL_ERR_MISMATCH naming
  *             both ranks on the neighbours, an error (not a hang) elsewhere.
+ *   inflight  (RCOLL_TIMEOUT=2, eager 64 MiB sends in 16 MiB chunks; shm:
+ *             single copy from 4 KiB) rank 0's isend to rank 1 times out
+ *             while its chunks are still in the transport (read in place
+ *             by shm, queued for TCP) because rank 1 is stopped; rank 1,
+ *             continued at 5 s, receives them after rank 0 has waited
+ *             for and so freed its request. The
+ *             transport's late completions must not touch freed memory
+ *             (run under ASan: tests/run-tests.sh's sanitizer job).
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
- * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|loop */
+ * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|
+ *                  inflight|loop */
 #include <rcoll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -221,6 +230,45 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;
     }
+    if (!strcmp(scn, "inflight")) {
+        size_t bytes = (size_t)64 << 20;
+        char *buf = malloc(bytes);
+        if (!buf)
+            return 1;
+        int ok = 1;
+        double t0 = now();
+        if (rank == 0) {
+            memset(buf, 0x3c, bytes);
+            rcoll_request_t req;
+            st = rcoll_isend(buf, bytes, RCOLL_UINT8, 1, c, NULL, &req);
+            if (st == RCOLL_OK)
+                st = rcoll_wait(req); /* frees the request */
+            printf("rank 0: %s after %.2f s: %s\n", rcoll_status_string(st),
+                   now() - t0, rcoll_last_error());
+            ok = st == RCOLL_ERR_TIMEOUT;
+            /* rank 1 takes the chunks from 5 s on; the engine sees that
+             * (its idle look, once a second) while this rank still runs */
+            while (now() - t0 < 8.0)
+                usleep(100 * 1000);
+        } else if (rank == 1) {
+            /* stopped (the parent continues us at 5 s): nothing of ours,
+             * progress thread included, takes the data before then */
+            raise(SIGSTOP);
+            st = rcoll_recv(buf, bytes, RCOLL_UINT8, 0, c, NULL);
+            printf("rank 1: recv after rank 0 gave up: %s: %s\n",
+                   rcoll_status_string(st),
+                   st == RCOLL_OK ? "" : rcoll_last_error());
+            for (size_t i = 0; st == RCOLL_OK && i < bytes; i++)
+                if (buf[i] != 0x3c) {
+                    printf("rank 1: byte %zu wrong\n", i);
+                    ok = 0;
+                    break;
+                }
+        }
+        rcoll_comm_destroy(c);
+        free(buf);
+        return ok ? 0 : 2;
+    }
     if (!strcmp(scn, "mismatch")) {
         float a[64] = {0}, b[64];
         double t0 = now();
@@ -270,6 +318,13 @@ int main(int argc, char **argv)
         setenv("RCOLL_TIMEOUT", "2", 1);
     if (!strcmp(scn, "mismatch"))
         setenv("RCOLL_TIMEOUT", "5", 1);
+    if (!strcmp(scn, "inflight")) {
+        setenv("RCOLL_TIMEOUT", "2", 1);
+        setenv("RCOLL_CHUNK_SIZE", "16M", 1);
+        setenv("RCOLL_NSLOTS", "4", 1);
+        setenv("RCOLL_P2P_EAGER", "64M", 1);
+        setenv("RCOLL_SHM_CMA_MIN", "4096", 1);
+    }
     char *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED)
@@ -305,9 +360,13 @@ int main(int argc, char **argv)
             return 1;
         close(pfd[r][1]);
     }
-    int bad = 0, left = n;
+    int bad = 0, left = n, cont = 0;
     double t0 = now();
     while (left > 0) {
+        if (!strcmp(scn, "inflight") && !cont && now() - t0 > 5.0) {
+            kill(pids[1], SIGCONT);
+            cont = 1;
+        }
         int status;
         pid_t p = waitpid(-1, &status, WNOHANG);
         if (p > 0) {

@@ -5,6 +5,7 @@
 #include "coll/sched.h"
 #include "util/params.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -183,6 +184,20 @@ static void test_schedule_pairing(void)
                     s[r].dt = RCOLL_FLOAT32;
                     s[r].root = root;
                     s[r].chunk = 64;
+                    s[r].md = &coll_md_host;
+                    if (a->kind == COLL_ALLTOALLV) {
+                        /* uneven: x sends (x + 2 y) % 7 * 10 to y */
+                        s[r].count = 0;
+                        s[r].v = calloc(4 * (size_t)n, sizeof(size_t));
+                        for (int p = 0, so = 0, ro = 0; p < n; p++) {
+                            s[r].v[p] = (size_t)((r + 2 * p) % 7 * 10);
+                            s[r].v[n + p] = (size_t)so;
+                            so += (int)s[r].v[p];
+                            s[r].v[2 * n + p] = (size_t)((p + 2 * r) % 7 * 10);
+                            s[r].v[3 * n + p] = (size_t)ro;
+                            ro += (int)s[r].v[2 * n + p];
+                        }
+                    }
                     CHECK(a->build(&s[r], &e) == RCOLL_OK, "%s build",
                           a->name);
                 }

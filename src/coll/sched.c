@@ -15,6 +15,10 @@ const char *coll_kind_name(coll_kind_t k)
     case COLL_BARRIER:        return "barrier";
     case COLL_SEND:           return "send";
     case COLL_RECV:           return "recv";
+    case COLL_ALLTOALL:       return "alltoall";
+    case COLL_ALLTOALLV:      return "alltoallv";
+    case COLL_GATHER:         return "gather";
+    case COLL_SCATTER:        return "scatter";
     }
     return "unknown";
 }
@@ -43,13 +47,18 @@ rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step)
 
 void coll_sched_free(coll_sched_t *s)
 {
+    coll_p2p_recv_unregister(s);
     free(s->steps);
     free(s->recv_done);
+    free(s->ord);
+    free(s->v);
     free(s->scratch);
     free(s->bounce);
     s->bounce = NULL;
     s->steps = NULL;
     s->recv_done = NULL;
+    s->ord = NULL;
+    s->v = NULL;
     s->scratch = NULL;
 }
 
@@ -58,11 +67,28 @@ void coll_sched_send_done(coll_sched_t *s)
     s->sends_inflight--;
 }
 
-static int nchunks(const coll_sched_t *s, size_t bytes)
+/* Chunks of a transfer of `bytes`; a step that moves nothing still sends
+ * one empty message when it must be seen (barrier, control messages). */
+static int nchunks(const coll_sched_t *s, size_t bytes, int always)
 {
     if (bytes == 0)
-        return s->kind == COLL_BARRIER ? 1 : 0;
+        return s->kind == COLL_BARRIER || always ? 1 : 0;
     return (int)((bytes + s->chunk - 1) / s->chunk);
+}
+
+static int send_nch(const coll_sched_t *s, const coll_step_t *t)
+{
+    return t->send_peer >= 0 ? nchunks(s, t->send_bytes, t->send_always) : 0;
+}
+
+static int recv_nch(const coll_sched_t *s, const coll_step_t *t)
+{
+    return t->recv_peer >= 0 ? nchunks(s, t->recv_bytes, t->recv_always) : 0;
+}
+
+static int is_p2p(const coll_sched_t *s)
+{
+    return s->kind == COLL_SEND || s->kind == COLL_RECV;
 }
 
 static uint32_t sched_kind_word(const coll_sched_t *s)
@@ -71,12 +97,55 @@ static uint32_t sched_kind_word(const coll_sched_t *s)
     return (uint32_t)k | (uint32_t)s->dt << 8 | (uint32_t)s->op << 16;
 }
 
+/* The execution state: chunks received per step, and each step's
+ * transfer ordinals per peer (what the headers carry and are checked
+ * against: the n-th transfer of an operation from A to B is the n-th that
+ * B receives from A). */
+static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
+{
+    int n = s->nsteps ? s->nsteps : 1;
+    s->recv_done = calloc((size_t)n, sizeof(int));
+    s->ord = calloc((size_t)n * 2, sizeof(int));
+    int *cnt = calloc((size_t)e->nranks * 2, sizeof(int));
+    if (!s->recv_done || !s->ord || !cnt) {
+        free(cnt);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
+                                "memory for the schedule's state",
+                                e->rank, coll_kind_name(s->kind));
+    }
+    for (int i = 0; i < s->nsteps; i++) {
+        const coll_step_t *t = &s->steps[i];
+        if (send_nch(s, t) > 0)
+            s->ord[2 * i] = cnt[2 * t->send_peer]++;
+        if (recv_nch(s, t) > 0)
+            s->ord[2 * i + 1] = cnt[2 * t->recv_peer + 1]++;
+    }
+    free(cnt);
+    return RCOLL_OK;
+}
+
 static void describe(const coll_sched_t *s, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s #%llu (count %zu, %s, %s, root/peer %d, %s)",
-             coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,
-             rcoll_datatype_name(s->dt), rcoll_op_name(s->op), s->root,
-             s->algo ? s->algo : "-");
+    if (is_p2p(s))
+        snprintf(buf, len, "%s (count %zu, %s, peer %d, tag %d)",
+                 coll_kind_name(s->kind), s->count,
+                 rcoll_datatype_name(s->dt), s->root, s->tag);
+    else
+        snprintf(buf, len, "%s #%llu (count %zu, %s, %s, root %d, %s)",
+                 coll_kind_name(s->kind), (unsigned long long)s->seq,
+                 s->count, rcoll_datatype_name(s->dt), rcoll_op_name(s->op),
+                 s->root, s->algo ? s->algo : "-");
+}
+
+static const char *class_name(unsigned c)
+{
+    switch (c) {
+    case COLL_MSG_COLL: return "collective";
+    case COLL_MSG_P2P:  return "send";
+    case COLL_MSG_RTS:  return "large send's announcement";
+    case COLL_MSG_CTS:  return "receiver's go-ahead";
+    }
+    return "unknown";
 }
 
 static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
@@ -85,17 +154,20 @@ static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
 {
     char mine[256];
     unsigned k = h->kind & 0xff, dt = (h->kind >> 8) & 0xff,
-             op = (h->kind >> 16) & 0xff;
+             op = (h->kind >> 16) & 0xff, cls = COLL_MSG_CLASS(h->kind);
     describe(s, mine, sizeof(mine));
     return rcoll__set_error(
         RCOLL_ERR_MISMATCH,
-        "rank %d in %s received from rank %d a message of %s #%llu (count "
-        "%llu, %s, %s, root/peer %d, %u bytes, expected %zu): the ranks "
-        "called different operations or counts",
-        e->rank, mine, peer, coll_kind_name((coll_kind_t)k),
-        (unsigned long long)h->seq, (unsigned long long)h->total,
+        "rank %d in %s received from rank %d a message (%s) of %s #%llu "
+        "(count %llu, %s, %s, root/tag %u, transfer %u chunk %u, %u bytes; "
+        "expected %zu bytes): the ranks called different operations or "
+        "counts",
+        e->rank, mine, peer, class_name(cls),
+        coll_kind_name((coll_kind_t)k), (unsigned long long)h->seq,
+        (unsigned long long)h->total,
         rcoll_datatype_name((rcoll_datatype_t)dt),
-        rcoll_op_name((rcoll_op_t)op), (int)h->step, h->len, expect_len);
+        rcoll_op_name((rcoll_op_t)op), h->tag, h->step, h->chunk, h->len,
+        expect_len);
 }
 
 static uint32_t msg_csum(const rcoll_msg_hdr_t *h, const void *payload)
@@ -133,154 +205,202 @@ static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
                             cause[0] ? cause : rcoll_status_string(st));
 }
 
+/* 1 if h is what receive step t of s expects as its chunk r_chunk. */
+static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
+                  const rcoll_msg_hdr_t *h, size_t len)
+{
+    if ((h->kind & 0x00ffffffu) != sched_kind_word(s) ||
+        COLL_MSG_CLASS(h->kind) != t->recv_class || h->total != s->count ||
+        h->len != len || h->chunk != (uint32_t)s->r_chunk ||
+        h->step != (uint32_t)s->ord[2 * s->r_step + 1])
+        return 0;
+    if (!is_p2p(s))
+        return h->seq == s->seq && h->tag == (uint32_t)s->root;
+    return h->tag == (uint32_t)s->tag;
+}
+
+/* Receives what has arrived, in (step, chunk) order. */
+static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
+                                 int *moved)
+{
+    rcoll_status_t st;
+    size_t dts = rcoll_datatype_size(s->dt);
+    while (s->r_step < s->nsteps) {
+        coll_step_t *t = &s->steps[s->r_step];
+        int peer = t->recv_peer;
+        if (s->r_chunk >= recv_nch(s, t)) {
+            s->r_step++;
+            s->r_chunk = 0;
+            continue;
+        }
+        const rcoll_msg_hdr_t *h;
+        const void *payload;
+        coll_umsg_t *u;
+        st = coll_rx_get(s, t, e, peer, &h, &payload, &u);
+        if (st == RCOLL_INPROGRESS) {
+            s->waiting_peer = peer;
+            s->waiting_for = t->recv_class == COLL_MSG_CTS
+                                 ? "the go-ahead for a large send from"
+                                 : "data from";
+            return RCOLL_OK;
+        }
+        if (st != RCOLL_OK)
+            return peer_error(s, e, st, peer, "receiving from");
+        size_t off = (size_t)s->r_chunk * s->chunk;
+        size_t len = t->recv_bytes ? RCOLL_MIN(s->chunk, t->recv_bytes - off)
+                                   : 0;
+        if (!hdr_ok(s, t, h, len))
+            return mismatch(s, e, peer, h, len);
+        if (s->kind == COLL_RECV && !s->p2p_matched) {
+            s->seq = h->seq; /* the rest of this message, and our CTS */
+            s->p2p_matched = 1;
+            coll_p2p_recv_unregister(s);
+        }
+        const rcoll_tl_ops_t *tl = e->tls[peer];
+        int check = (h->kind & RCOLL_HDR_CSUM) != 0;
+        if (!payload && len &&
+            ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
+             check)) {
+            /* still in the sender's memory: fetch it to reduce it */
+            if (!s->bounce && !(s->bounce = malloc(s->chunk)))
+                return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                        "rank %d in %s: no memory for "
+                                        "a %zu-byte bounce buffer",
+                                        e->rank, coll_kind_name(s->kind),
+                                        s->chunk);
+            st = tl->recv_copy(e->eps[peer], s->bounce);
+            if (st != RCOLL_OK)
+                return peer_error(s, e, st, peer, "receiving from");
+            payload = s->bounce;
+        }
+        if (check) {
+            uint32_t got = msg_csum(h, payload);
+            if (got != h->csum)
+                return corrupt(s, e, peer, h, got);
+        }
+        switch (t->recv_mode) {
+        case RECV_COPY:
+            if (len && !payload) {
+                st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
+                if (st != RCOLL_OK)
+                    return peer_error(s, e, st, peer, "receiving from");
+            } else if (len) {
+                s->md->copy(t->recv_dst + off, payload, len);
+            }
+            break;
+        case RECV_REDUCE:
+            s->reduce(t->recv_dst + off, t->recv_local + off, payload,
+                      len / dts);
+            break;
+        case RECV_REDUCE_AVG:
+            s->md->reduce_avg_final(s->dt, t->recv_dst + off,
+                                    t->recv_local + off, payload, len / dts,
+                                    e->nranks);
+            break;
+        case RECV_DISCARD:
+            break;
+        }
+        coll_rx_release(e, peer, u);
+        s->recv_done[s->r_step]++;
+        s->r_chunk++;
+        *moved = 1;
+    }
+    return RCOLL_OK;
+}
+
+/* 1 if step t's next chunk must wait for one of our own receives. */
+static int send_blocked(const coll_sched_t *s, const coll_step_t *t)
+{
+    if (t->send_dep < 0)
+        return 0;
+    if (t->send_dep_all == 2)
+        return s->r_step <= t->send_dep; /* an earlier phase arrives */
+    const coll_step_t *d = &s->steps[t->send_dep];
+    int need = t->send_dep_all ? recv_nch(s, d) : s->s_chunk + 1;
+    return s->recv_done[t->send_dep] < need;
+}
+
+/* Sends what may go, in (step, chunk) order. */
+static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
+                                 int *moved)
+{
+    rcoll_status_t st;
+    while (s->s_step < s->nsteps) {
+        coll_step_t *t = &s->steps[s->s_step];
+        if (s->s_chunk >= send_nch(s, t)) {
+            s->s_step++;
+            s->s_chunk = 0;
+            continue;
+        }
+        if (send_blocked(s, t))
+            return RCOLL_OK;
+        int first = s->kind == COLL_SEND && s->s_step == 0 && s->s_chunk == 0;
+        if (first && !coll_p2p_send_may_start(s, e)) {
+            s->waiting_peer = t->send_peer;
+            s->waiting_for = "an earlier send (in posting order) to";
+            return RCOLL_OK;
+        }
+        size_t off = (size_t)s->s_chunk * s->chunk;
+        rcoll_msg_hdr_t h = {
+            .seq = s->seq,
+            .kind = sched_kind_word(s) | (uint32_t)t->send_class << 24,
+            .step = (uint32_t)s->ord[2 * s->s_step],
+            .chunk = (uint32_t)s->s_chunk,
+            .len = t->send_bytes
+                       ? (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off)
+                       : 0,
+            .tag = (uint32_t)(is_p2p(s) ? s->tag : s->root),
+            .total = s->count};
+        const char *pl = h.len ? t->send_buf + off : NULL;
+        if (rcoll_config.checksum) {
+            h.kind |= RCOLL_HDR_CSUM;
+            h.csum = msg_csum(&h, pl);
+        }
+        int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
+                     s->kind == COLL_BROADCAST || s->kind == COLL_SEND ||
+                     s->kind == COLL_ALLTOALL || s->kind == COLL_ALLTOALLV ||
+                     s->kind == COLL_GATHER || s->kind == COLL_SCATTER;
+        s->sends_inflight++;
+        st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h,
+                                        pl, s,
+                                        copies ? RCOLL_TL_PEER_COPIES : 0);
+        if (st == RCOLL_INPROGRESS) {
+            s->sends_inflight--;
+            s->waiting_peer = t->send_peer;
+            s->waiting_for = "credits (free receive slots) from";
+            return RCOLL_OK;
+        }
+        if (st != RCOLL_OK) {
+            s->sends_inflight--;
+            return peer_error(s, e, st, t->send_peer, "sending to");
+        }
+        if (first)
+            coll_p2p_send_started(s, e);
+        s->s_chunk++;
+        *moved = 1;
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                                    int *progressed)
 {
     rcoll_status_t st;
-    size_t dts = rcoll_datatype_size(s->dt);
     if (!s->recv_done) {
-        s->recv_done = calloc((size_t)(s->nsteps ? s->nsteps : 1), sizeof(int));
-        if (!s->recv_done)
-            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
-                                    "memory for the schedule's state",
-                                    e->rank, coll_kind_name(s->kind));
+        if ((st = sched_state_init(s, e)) != RCOLL_OK)
+            return st;
+        if (s->kind == COLL_RECV &&
+            (st = coll_p2p_recv_register(s, e)) != RCOLL_OK)
+            return st;
     }
     for (;;) {
         int moved = 0;
-        /* receives */
-        while (s->r_step < s->nsteps) {
-            coll_step_t *t = &s->steps[s->r_step];
-            int nch = t->recv_peer >= 0 ? nchunks(s, t->recv_bytes) : 0;
-            if (s->r_chunk >= nch) {
-                s->r_step++;
-                s->r_chunk = 0;
-                continue;
-            }
-            const rcoll_msg_hdr_t *h;
-            const void *payload;
-            st = e->tls[t->recv_peer]->recv_peek(e->eps[t->recv_peer], &h, &payload);
-            if (st == RCOLL_INPROGRESS) {
-                s->waiting_peer = t->recv_peer;
-                s->waiting_for = "data from";
-                break;
-            }
-            if (st != RCOLL_OK)
-                return peer_error(s, e, st, t->recv_peer, "receiving from");
-            size_t off = (size_t)s->r_chunk * s->chunk;
-            size_t len = RCOLL_MIN(s->chunk, t->recv_bytes - off);
-            if ((h->kind & ~RCOLL_HDR_CSUM) != sched_kind_word(s) ||
-                h->total != s->count ||
-                h->len != len ||
-                (s->kind != COLL_RECV && h->seq != s->seq) ||
-                (s->kind != COLL_RECV && h->step != (uint32_t)s->root))
-                return mismatch(s, e, t->recv_peer, h, len);
-            const rcoll_tl_ops_t *tl = e->tls[t->recv_peer];
-            int check = (h->kind & RCOLL_HDR_CSUM) != 0;
-            if (!payload && len &&
-                ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
-                 check)) {
-                /* still in the sender's memory: fetch it to reduce it */
-                if (!s->bounce && !(s->bounce = malloc(s->chunk)))
-                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
-                                            "rank %d in %s: no memory for "
-                                            "a %zu-byte bounce buffer",
-                                            e->rank, coll_kind_name(s->kind),
-                                            s->chunk);
-                st = tl->recv_copy(e->eps[t->recv_peer], s->bounce);
-                if (st != RCOLL_OK)
-                    return peer_error(s, e, st, t->recv_peer,
-                                      "receiving from");
-                payload = s->bounce;
-            }
-            if (check) {
-                uint32_t got = msg_csum(h, payload);
-                if (got != h->csum)
-                    return corrupt(s, e, t->recv_peer, h, got);
-            }
-            switch (t->recv_mode) {
-            case RECV_COPY:
-                if (len && !payload && tl->recv_copy) {
-                    st = tl->recv_copy(e->eps[t->recv_peer], t->recv_dst + off);
-                    if (st != RCOLL_OK)
-                        return peer_error(s, e, st, t->recv_peer,
-                                          "receiving from");
-                } else if (len) {
-                    memcpy(t->recv_dst + off, payload, len);
-                }
-                break;
-            case RECV_REDUCE:
-                s->reduce(t->recv_dst + off, t->recv_local + off, payload,
-                          len / dts);
-                break;
-            case RECV_REDUCE_AVG:
-                rcoll_reduce_avg_final(s->dt, t->recv_dst + off,
-                                       t->recv_local + off, payload,
-                                       len / dts, e->nranks);
-                break;
-            case RECV_DISCARD:
-                break;
-            }
-            e->tls[t->recv_peer]->recv_release(e->eps[t->recv_peer]);
-            s->recv_done[s->r_step]++;
-            s->r_chunk++;
-            moved = 1;
-        }
-        /* sends */
-        while (s->s_step < s->nsteps) {
-            coll_step_t *t = &s->steps[s->s_step];
-            int nch = t->send_peer >= 0 ? nchunks(s, t->send_bytes) : 0;
-            if (s->s_chunk >= nch) {
-                s->s_step++;
-                s->s_chunk = 0;
-                continue;
-            }
-            if (t->send_dep >= 0 && t->send_dep_all == 2) {
-                if (s->r_step <= t->send_dep)
-                    break; /* an earlier phase is still arriving */
-            } else if (t->send_dep >= 0) {
-                const coll_step_t *d = &s->steps[t->send_dep];
-                int need = t->send_dep_all
-                               ? nchunks(s, d->recv_peer >= 0 ? d->recv_bytes
-                                                              : 0)
-                               : s->s_chunk + 1;
-                if (s->recv_done[t->send_dep] < need)
-                    break; /* waits for our own receive */
-            }
-            size_t off = (size_t)s->s_chunk * s->chunk;
-            rcoll_msg_hdr_t h = {
-                .seq = s->kind == COLL_SEND ? 0 : s->seq,
-                .kind = sched_kind_word(s),
-                .step = (uint32_t)s->root,
-                .chunk = (uint32_t)s->s_chunk,
-                .len = (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off),
-                .total = s->count};
-            if (rcoll_config.checksum) {
-                h.kind |= RCOLL_HDR_CSUM;
-                h.csum = msg_csum(&h, t->send_buf + off);
-            }
-            int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
-                         s->kind == COLL_BROADCAST || s->kind == COLL_SEND;
-            s->sends_inflight++;
-            st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h,
-                                            t->send_buf + off, s,
-                                            copies ? RCOLL_TL_PEER_COPIES : 0);
-            if (st == RCOLL_INPROGRESS) {
-                s->sends_inflight--;
-                s->waiting_peer = t->send_peer;
-                s->waiting_for = "credits (free receive slots) from";
-                break;
-            }
-            if (st != RCOLL_OK) {
-                s->sends_inflight--;
-                return peer_error(s, e, st, t->send_peer, "sending to");
-            }
-            s->s_chunk++;
-            moved = 1;
-        }
-        if (moved)
-            *progressed = 1;
-        else
+        if ((st = sched_recv(s, e, &moved)) != RCOLL_OK ||
+            (st = sched_send(s, e, &moved)) != RCOLL_OK)
+            return st;
+        if (!moved)
             break;
+        *progressed = 1;
     }
     if (s->r_step >= s->nsteps && s->s_step >= s->nsteps) {
         if (s->sends_inflight == 0) {
@@ -290,6 +410,11 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
             }
             return RCOLL_OK;
         }
+        for (int i = s->nsteps - 1; i >= 0; i--)
+            if (s->steps[i].send_peer >= 0) {
+                s->waiting_peer = s->steps[i].send_peer;
+                break;
+            }
         s->waiting_for = "its sends to drain to";
     }
     return RCOLL_INPROGRESS;

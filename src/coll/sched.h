@@ -4,7 +4,12 @@
  * (step, chunk) order, receives complete in (step, chunk) order, and a send
  * may wait for the same chunk of an earlier step's receive (send_dep), which
  * pipelines rings and chains. Algorithms only build steps; they never see a
- * transport. */
+ * transport.
+ *
+ * Every operation in flight has its own schedule and cursors, and all of
+ * them progress together (coll/match.c matches each arriving message to
+ * the operation it names). Copies and reductions go through the memory
+ * domain's table (coll_md_t), never memcpy or a CPU kernel directly. */
 #ifndef RCOLL_SCHED_H
 #define RCOLL_SCHED_H
 
@@ -15,8 +20,33 @@
 
 typedef enum {
     COLL_ALLREDUCE = 1, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER,
-    COLL_REDUCE, COLL_BARRIER, COLL_SEND, COLL_RECV
+    COLL_REDUCE, COLL_BARRIER, COLL_SEND, COLL_RECV, COLL_ALLTOALL,
+    COLL_ALLTOALLV, COLL_GATHER, COLL_SCATTER
 } coll_kind_t;
+#define COLL_KIND_MAX COLL_SCATTER
+
+/* A message's class (bits 24-30 of the header's kind word): what its seq
+ * names. */
+enum {
+    COLL_MSG_COLL = 0, /* a collective's chunk; seq: the collective */
+    COLL_MSG_P2P = 1,  /* point-to-point data; seq: the message number */
+    COLL_MSG_RTS = 2,  /* a large send's announcement (rendezvous) */
+    COLL_MSG_CTS = 3   /* the receiver is ready for it (to the sender) */
+};
+#define COLL_MSG_CLASS(kind) (((kind) >> 24) & 0x7fu)
+
+/* A memory domain's copy and reduction table (host memory today; GPU
+ * memory adds its own without touching the algorithms). */
+typedef struct coll_md {
+    const char *name;
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    rcoll_reduce_fn_t (*reduce_get)(rcoll_datatype_t dt, rcoll_op_t op);
+    void (*reduce_avg_final)(rcoll_datatype_t dt, void *dst, const void *a,
+                             const void *b, size_t count, int nranks);
+    void (*reduce_avg_scale)(rcoll_datatype_t dt, void *dst, const void *src,
+                             size_t count, int nranks);
+} coll_md_t;
+extern const coll_md_t coll_md_host;
 
 typedef enum {
     RECV_COPY = 0,     /* dst = incoming */
@@ -37,6 +67,9 @@ typedef struct {
                                receives nothing) */
     int send_copy;          /* the peer only copies what this step sends
                                (a hint: shm then lets it read our buffer) */
+    unsigned char send_class, recv_class; /* COLL_MSG_*: 0 for collectives */
+    unsigned char send_always, recv_always; /* one message even when the
+                               step moves no bytes (control messages) */
     int recv_peer;          /* -1: no receive */
     char *recv_dst;
     const char *recv_local; /* RECV_REDUCE*: the local operand */
@@ -71,6 +104,10 @@ typedef struct {
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
+    const coll_md_t *md;    /* copies and reductions */
+    struct coll_match *match; /* messages that arrived before their
+                               operation wanted them (coll/match.c) */
+    size_t p2p_eager;       /* point-to-point: larger sends rendezvous */
 } coll_env_t;
 
 typedef struct coll_tune_cache {
@@ -91,7 +128,15 @@ typedef struct coll_sched {
     rcoll_datatype_t dt;
     rcoll_op_t op;
     int root;               /* root, or peer for send/recv */
-    uint64_t seq;
+    int tag;                /* send/recv: the tag (>= 0) */
+    uint64_t seq;           /* collectives: the number every rank agrees on;
+                               send: this message's number to the peer */
+    int p2p_matched;        /* recv: seq is the matched message's number */
+    struct coll_match *match; /* recv: registered there until matched */
+    /* all-to-all(v): counts and displacements in elements, by rank (owned
+     * copies: send counts, send displacements, receive counts, receive
+     * displacements, n each) */
+    size_t *v;
     const char *algo;
     /* the plan */
     coll_step_t *steps;
@@ -102,9 +147,13 @@ typedef struct coll_sched {
     int s_step, s_chunk;    /* next send */
     int r_step, r_chunk;    /* next receive */
     int *recv_done;         /* per step: chunks received */
+    int *ord;               /* per step: the send's and the receive's
+                               ordinal among this operation's transfers
+                               to / from that peer (2 per step) */
     int sends_inflight;
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;
+    const coll_md_t *md;
     rcoll_reduce_fn_t reduce;
     char *bounce;           /* one chunk, for reducing data that a
                                transport left in the sender's memory */
@@ -139,7 +188,7 @@ static inline void coll_copy_in(coll_sched_t *s)
 {
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
     if (bytes && s->sendbuf != s->recvbuf)
-        memcpy(s->recvbuf, s->sendbuf, bytes);
+        s->md->copy(s->recvbuf, s->sendbuf, bytes);
 }
 
 /* Block b of n over count elements: offset and length in elements. */
@@ -221,5 +270,42 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_alltoall_pairwise(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_alltoallv_pairwise(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_gather_binomial(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_scatter_direct(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_scatter_binomial(coll_sched_t *s, const coll_env_t *e);
+
+/* ---- matching (coll/match.c) ---- */
+/* A message taken out of its transport's slot because the operation it
+ * names did not want it yet while another waited behind it. */
+typedef struct coll_umsg {
+    struct coll_umsg *next;
+    rcoll_msg_hdr_t hdr;
+    char data[];
+} coll_umsg_t;
+/* The next message from `peer` for schedule s's receive step t: from the
+ * messages set aside earlier, else from the transport, setting aside
+ * (copying out) whatever comes first and belongs to another operation.
+ * RCOLL_OK: *h, *payload (NULL: still in the sender's memory, fetch with
+ * the transport's recv_copy) and *u (non-NULL: set aside) are valid until
+ * coll_rx_release; RCOLL_INPROGRESS: not here yet; an error otherwise. */
+rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
+                           const coll_env_t *e, int peer,
+                           const rcoll_msg_hdr_t **h, const void **payload,
+                           coll_umsg_t **u);
+void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u);
+/* Point-to-point order (MPI's non-overtaking rule, coll/match.c). */
+int coll_p2p_send_may_start(const coll_sched_t *s, const coll_env_t *e);
+void coll_p2p_send_started(const coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_p2p_recv_register(coll_sched_t *s, const coll_env_t *e);
+void coll_p2p_recv_unregister(coll_sched_t *s);
+/* The store for a communicator of n ranks; max: the bytes it may hold. */
+struct coll_match *coll_match_create(int nranks, size_t max);
+void coll_match_destroy(struct coll_match *m);
+/* For rcoll_comm_dump: messages and bytes set aside now, and the peak. */
+void coll_match_stats(const struct coll_match *m, size_t *msgs,
+                      size_t *bytes, size_t *peak);
 
 #endif

@@ -48,6 +48,20 @@ const coll_algo_t coll_algos[] = {
      "dissemination, ceil(log2 n) rounds"},
     {COLL_SEND, "direct", coll_send_direct, "chunked through the slots"},
     {COLL_RECV, "direct", coll_recv_direct, "chunked through the slots"},
+    {COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise,
+     "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
+    {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise,
+     "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
+    {COLL_GATHER, "binomial", coll_gather_binomial,
+     "binomial tree toward the root, subtrees gathered in order (small "
+     "blocks)"},
+    {COLL_GATHER, "direct", coll_gather_direct,
+     "every rank sends to the root (large blocks)"},
+    {COLL_SCATTER, "binomial", coll_scatter_binomial,
+     "binomial tree from the root, each child gets its subtree (small "
+     "blocks)"},
+    {COLL_SCATTER, "direct", coll_scatter_direct,
+     "the root sends each rank its block (large blocks)"},
     {0, NULL, NULL, NULL},
 };
 
@@ -76,7 +90,8 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
     const coll_algo_t *a = forced(s->kind);
     size_t dts = rcoll_datatype_size(s->dt);
     size_t chunk = env->chunk_size;
-    coll_tune_cache_t *tc = env->tune_cache && s->kind < COLL_TUNE_CACHE_N
+    coll_tune_cache_t *tc = env->tune_cache && s->kind < COLL_TUNE_CACHE_N &&
+                                    s->kind != COLL_ALLTOALLV
                                 ? &env->tune_cache[s->kind]
                                 : NULL;
     if (a) {
@@ -102,7 +117,8 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
     if (chunk > env->chunk_size || chunk < dts)
         chunk = env->chunk_size;
     s->chunk = (chunk / dts) * dts;
-    s->reduce = rcoll_reduce_get(s->dt, s->op);
+    s->md = env->md;
+    s->reduce = s->md->reduce_get(s->dt, s->op);
     rcoll_debug(RCOLL_SUBSYS_TUNE, "%s #%llu count %zu %s, %d ranks (%d on "
                 "this host), %s: algorithm %s%s, chunk %zu",
                 coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,

@@ -236,6 +236,20 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
             t = m.L * step(&m, S * n, c, 1) + (n - 1) * step(&m, S, c, 0);
         }
         break;
+    case COLL_ALLTOALL: /* S is one block */
+        /* one dependent round, n - 1 messages posted */
+        t = m.a + (n - 2) * m.a_raw + (n - 1) * step(&m, S, c, 0);
+        break;
+    case COLL_GATHER:
+    case COLL_SCATTER: /* S is one rank's block */
+        if (!strcmp(nm, "binomial")) {
+            /* ceil(log2 n) rounds; the blocks also pass through the
+             * inner nodes' scratch (about log2(n) / 2 copies each) */
+            t = m.L * m.a + (n - 1) * S / m.b + (n - 1) * S * m.L / 2 / m.g;
+        } else { /* direct: the root posts or takes n - 1 messages */
+            t = m.a + (n - 2) * m.a_raw + (n - 1) * S / m.b;
+        }
+        break;
     default:
         t = 0;
         break;

@@ -26,6 +26,9 @@ typedef struct {
     int has_op;
     rcoll_stream_t stream; /* device buffers: the call's stream */
     int host_known;        /* run() found host buffers already */
+    int tag;               /* send/recv */
+    /* all-to-all-v: counts and displacements in elements, by rank */
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
 } call_t;
 
 /* The bytes a call reads from sendbuf and writes to recvbuf on this rank. */
@@ -41,6 +44,19 @@ static void call_bytes(const call_t *a, int r, int n, size_t *sb, size_t *rb)
     case COLL_SEND:           *rb = 0; break;
     case COLL_RECV:           *sb = 0; break;
     case COLL_BARRIER:        *sb = *rb = 0; break;
+    case COLL_ALLTOALL:       *sb = *rb = b * (size_t)n; break;
+    case COLL_ALLTOALLV:
+        *sb = *rb = 0;
+        for (int p = 0; p < n && a->scounts; p++) {
+            size_t ds = rcoll_datatype_size(a->dt);
+            if (a->scounts[p] && (a->sdispls[p] + a->scounts[p]) * ds > *sb)
+                *sb = (a->sdispls[p] + a->scounts[p]) * ds;
+            if (a->rcounts[p] && (a->rdispls[p] + a->rcounts[p]) * ds > *rb)
+                *rb = (a->rdispls[p] + a->rcounts[p]) * ds;
+        }
+        break;
+    case COLL_GATHER:         *rb = r == a->root ? b * (size_t)n : 0; break;
+    case COLL_SCATTER:        *sb = r == a->root ? b * (size_t)n : 0; break;
     default: break;
     }
 }
@@ -65,6 +81,47 @@ static rcoll_status_t mem_kind(const call_t *a, rcoll_comm_t comm, int *dev)
     return RCOLL_OK;
 }
 
+/* All-to-all-v's arrays: present, the local block's two counts equal,
+ * every block inside size_t, buffers present where bytes move. */
+static rcoll_status_t check_v(const call_t *a, rcoll_comm_t comm)
+{
+    int r = comm->rank, n = comm->nranks;
+    size_t dts = rcoll_datatype_size(a->dt), sbytes = 0, rbytes = 0;
+    if (!a->scounts || !a->sdispls || !a->rcounts || !a->rdispls)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: rank %d: %s is NULL", a->fn, r,
+                                !a->scounts   ? "sendcounts"
+                                : !a->sdispls ? "sdispls"
+                                : !a->rcounts ? "recvcounts"
+                                              : "rdispls");
+    for (int p = 0; p < n; p++) {
+        size_t lim = (SIZE_MAX >> 1) / dts;
+        if (a->scounts[p] > lim || a->sdispls[p] > lim - a->scounts[p] ||
+            a->rcounts[p] > lim || a->rdispls[p] > lim - a->rcounts[p])
+            return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                    "%s: rank %d: the block for rank %d "
+                                    "overflows the buffer size", a->fn, r,
+                                    p);
+        sbytes += a->scounts[p];
+        rbytes += a->rcounts[p];
+    }
+    if (a->scounts[r] != a->rcounts[r])
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: rank %d: sendcounts[%d] = %zu but "
+                                "recvcounts[%d] = %zu (its own block)",
+                                a->fn, r, r, a->scounts[r], r,
+                                a->rcounts[r]);
+    if (sbytes && !a->sendbuf)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: rank %d: sendbuf is NULL with %zu "
+                                "elements to send", a->fn, r, sbytes);
+    if (rbytes && !a->recvbuf)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: rank %d: recvbuf is NULL with %zu "
+                                "elements to receive", a->fn, r, rbytes);
+    return RCOLL_OK;
+}
+
 static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
 {
     if (!comm)
@@ -85,20 +142,33 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
                                 "%s: rank %d: unknown reduction op %d", a->fn,
                                 r, (int)a->op);
     /* the largest buffer the call touches must fit in size_t */
-    size_t mult = (a->kind == COLL_ALLGATHER || a->kind == COLL_REDUCE_SCATTER)
+    size_t mult = (a->kind == COLL_ALLGATHER ||
+                   a->kind == COLL_REDUCE_SCATTER ||
+                   a->kind == COLL_ALLTOALL || a->kind == COLL_GATHER ||
+                   a->kind == COLL_SCATTER)
                       ? (size_t)n : 1;
+    if (a->kind == COLL_ALLTOALLV) {
+        rcoll_status_t st = check_v(a, comm);
+        if (st != RCOLL_OK)
+            return st;
+    }
     if (a->count > SIZE_MAX / dts / mult || a->count * dts * mult > (SIZE_MAX >> 1))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "%s: rank %d: count %zu of %s overflows the "
                                 "buffer size", a->fn, r, a->count,
                                 rcoll_datatype_name(a->dt));
-    if (a->kind == COLL_BROADCAST || a->kind == COLL_REDUCE) {
+    if (a->kind == COLL_BROADCAST || a->kind == COLL_REDUCE ||
+        a->kind == COLL_GATHER || a->kind == COLL_SCATTER) {
         if (a->root < 0 || a->root >= n)
             return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                     "%s: rank %d: root %d out of range [0, %d)",
                                     a->fn, r, a->root, n);
     }
     if (a->kind == COLL_SEND || a->kind == COLL_RECV) {
+        if (a->tag < 0)
+            return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                    "%s: rank %d: tag %d is negative (tags "
+                                    "are >= 0)", a->fn, r, a->tag);
         if (a->root < 0 || a->root >= n || a->root == r)
             return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                     "%s: rank %d: peer %d invalid (range [0, "
@@ -111,6 +181,9 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
         case COLL_REDUCE:    need_recv = r == a->root; break;
         case COLL_SEND:      need_recv = 0; break;
         case COLL_RECV:      need_send = 0; break;
+        case COLL_GATHER:    need_recv = r == a->root; break;
+        case COLL_SCATTER:   need_send = r == a->root; break;
+        case COLL_ALLTOALLV: need_send = need_recv = 0; break; /* check_v */
         default: break;
         }
         if (need_send && !a->sendbuf)
@@ -126,6 +199,66 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
                                     a->kind == COLL_RECV ? "buf" : "recvbuf",
                                     a->count);
     }
+    return RCOLL_OK;
+}
+
+/* ---- groups (rcoll_group_start / rcoll_group_end): per thread ---- */
+
+static __thread int group_depth;
+static __thread struct rcoll_request *group_head, *group_tail;
+
+RCOLL_API rcoll_status_t rcoll_group_start(void)
+{
+    rcoll__clear_error();
+    group_depth++;
+    return RCOLL_OK;
+}
+
+RCOLL_API rcoll_status_t rcoll_group_end(void)
+{
+    rcoll__clear_error();
+    if (group_depth == 0)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_group_end: no rcoll_group_start "
+                                "open in this thread");
+    if (--group_depth > 0)
+        return RCOLL_OK;
+    struct rcoll_request *list = group_head;
+    group_head = group_tail = NULL;
+    rcoll_status_t first = RCOLL_OK;
+    char msg[1024] = "";
+    /* launch everything in call order, then wait for the blocking calls */
+    for (struct rcoll_request *r = list; r; r = r->group_next) {
+        struct rcoll_comm *c = r->comm;
+        r->grouped = 0;
+        r->comm = NULL;
+        /* (the progress thread is woken even for blocking calls: the
+         * group may span communicators, and we wait on one at a time) */
+        rcoll_status_t st = rcoll__comm_post(c, r, 0);
+        if (st != RCOLL_OK) {
+            /* never posted (r->comm stays NULL): its rcoll_wait, or ours
+             * below, reports the error and frees it */
+            r->status = st;
+            snprintf(r->errmsg, sizeof(r->errmsg), "%s", rcoll_last_error());
+            r->done = 1;
+            if (first == RCOLL_OK) {
+                first = st;
+                snprintf(msg, sizeof(msg), "%s", r->errmsg);
+            }
+        }
+    }
+    for (struct rcoll_request *r = list, *nx; r; r = nx) {
+        nx = r->group_next;
+        if (!r->group_wait)
+            continue;
+        rcoll_status_t st = rcoll_wait(r);
+        if (st != RCOLL_OK && first == RCOLL_OK) {
+            first = st;
+            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        }
+    }
+    if (first != RCOLL_OK)
+        return rcoll__set_error(first, "rcoll_group_end: %s", msg);
     return RCOLL_OK;
 }
 
@@ -158,8 +291,39 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
     r->sched.dt = a->dt;
     r->sched.op = a->has_op ? a->op : RCOLL_SUM;
     r->sched.root = a->root;
-    if ((st = rcoll__comm_post(comm, r, will_wait)) != RCOLL_OK)
+    r->sched.tag = a->tag;
+    if (a->kind == COLL_ALLTOALLV) {
+        /* the caller may reuse its arrays once the call returns */
+        size_t n = (size_t)comm->nranks;
+        if (!(r->sched.v = malloc(4 * n * sizeof(size_t)))) {
+            free(r);
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory",
+                                    a->fn);
+        }
+        memcpy(r->sched.v, a->scounts, n * sizeof(size_t));
+        memcpy(r->sched.v + n, a->sdispls, n * sizeof(size_t));
+        memcpy(r->sched.v + 2 * n, a->rcounts, n * sizeof(size_t));
+        memcpy(r->sched.v + 3 * n, a->rdispls, n * sizeof(size_t));
+    }
+    if (group_depth > 0) {
+        /* only posted by rcoll_group_end, in call order */
+        r->comm = comm;
+        r->grouped = 1;
+        r->group_wait = will_wait;
+        r->refs = 1;
+        if (group_tail)
+            group_tail->group_next = r;
+        else
+            group_head = r;
+        group_tail = r;
+        *req = r;
+        return RCOLL_OK;
+    }
+    if ((st = rcoll__comm_post(comm, r, will_wait)) != RCOLL_OK) {
+        coll_sched_free(&r->sched);
+        free(r);
         return st;
+    }
     *req = r;
     return RCOLL_OK;
 }
@@ -229,6 +393,11 @@ static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
     if (comm && rcoll__comm_live(comm) && check(a, comm) == RCOLL_OK) {
         if ((st = mem_kind(a, comm, &dev)) != RCOLL_OK)
             return st;
+        if (dev && group_depth > 0)
+            return rcoll__set_error(RCOLL_ERR_NOT_SUPPORTED,
+                                    "%s: rank %d: GPU buffers inside "
+                                    "rcoll_group_start/end are not supported "
+                                    "in this release", a->fn, comm->rank);
         if (dev)
             return run_device(a, comm);
         call_t h = *a;
@@ -244,11 +413,15 @@ static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm)
     rcoll_status_t st = post_req(a, comm, &req, 1);
     if (st != RCOLL_OK)
         return st;
+    if (group_depth > 0)
+        return RCOLL_OK; /* rcoll_group_end runs it and waits */
     return rcoll_wait(req);
 }
 
 #define CALL(_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop)            \
-    call_t a = {_fn, _kind, _sb, _rb, _cnt, _dt, _op, _root, _hasop, stream, 0}
+    call_t a = {.fn = _fn, .kind = _kind, .sendbuf = _sb, .recvbuf = _rb,   \
+                .count = _cnt, .dt = _dt, .op = _op, .root = _root,        \
+                .has_op = _hasop, .stream = stream}
 
 RCOLL_API rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
@@ -357,34 +530,146 @@ RCOLL_API rcoll_status_t rcoll_barrier(rcoll_comm_t comm)
     return run(&a, comm);
 }
 
+#define P2P(_fn, _kind, _sb, _rb, _peer, _tag)                              \
+    CALL(_fn, _kind, _sb, _rb, count, dt, RCOLL_SUM, _peer, 0);              \
+    a.tag = _tag
+
+RCOLL_API rcoll_status_t rcoll_isend_tag(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req)
+{
+    P2P("rcoll_send", COLL_SEND, buf, NULL, peer, tag);
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_send_tag(const void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream)
+{
+    P2P("rcoll_send", COLL_SEND, buf, NULL, peer, tag);
+    return run(&a, comm);
+}
+
+RCOLL_API rcoll_status_t rcoll_irecv_tag(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req)
+{
+    P2P("rcoll_recv", COLL_RECV, NULL, buf, peer, tag);
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_recv_tag(void *buf, size_t count,
+        rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
+        rcoll_stream_t stream)
+{
+    P2P("rcoll_recv", COLL_RECV, NULL, buf, peer, tag);
+    return run(&a, comm);
+}
+
 RCOLL_API rcoll_status_t rcoll_isend(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req)
 {
-    CALL("rcoll_send", COLL_SEND, buf, NULL, count, dt, RCOLL_SUM, peer, 0);
-    return post(&a, comm, req);
+    return rcoll_isend_tag(buf, count, dt, peer, 0, comm, stream, req);
 }
 
 RCOLL_API rcoll_status_t rcoll_send(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream)
 {
-    CALL("rcoll_send", COLL_SEND, buf, NULL, count, dt, RCOLL_SUM, peer, 0);
-    return run(&a, comm);
+    return rcoll_send_tag(buf, count, dt, peer, 0, comm, stream);
 }
 
 RCOLL_API rcoll_status_t rcoll_irecv(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req)
 {
-    CALL("rcoll_recv", COLL_RECV, NULL, buf, count, dt, RCOLL_SUM, peer, 0);
-    return post(&a, comm, req);
+    return rcoll_irecv_tag(buf, count, dt, peer, 0, comm, stream, req);
 }
 
 RCOLL_API rcoll_status_t rcoll_recv(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream)
 {
-    CALL("rcoll_recv", COLL_RECV, NULL, buf, count, dt, RCOLL_SUM, peer, 0);
+    return rcoll_recv_tag(buf, count, dt, peer, 0, comm, stream);
+}
+
+RCOLL_API rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req)
+{
+    CALL("rcoll_alltoall", COLL_ALLTOALL, sendbuf, recvbuf, count, dt,
+         RCOLL_SUM, -1, 0);
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf,
+        size_t count, rcoll_datatype_t dt, rcoll_comm_t comm,
+        rcoll_stream_t stream)
+{
+    CALL("rcoll_alltoall", COLL_ALLTOALL, sendbuf, recvbuf, count, dt,
+         RCOLL_SUM, -1, 0);
+    return run(&a, comm);
+}
+
+#define ALLTOALLV()                                                         \
+    CALL("rcoll_alltoallv", COLL_ALLTOALLV, sendbuf, recvbuf, 0, dt,       \
+         RCOLL_SUM, -1, 0);                                                 \
+    a.scounts = sendcounts;                                                 \
+    a.sdispls = sdispls;                                                    \
+    a.rcounts = recvcounts;                                                 \
+    a.rdispls = rdispls
+
+RCOLL_API rcoll_status_t rcoll_ialltoallv(const void *sendbuf,
+        const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+        const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt,
+        rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req)
+{
+    ALLTOALLV();
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_alltoallv(const void *sendbuf,
+        const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+        const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt,
+        rcoll_comm_t comm, rcoll_stream_t stream)
+{
+    ALLTOALLV();
+    return run(&a, comm);
+}
+
+RCOLL_API rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req)
+{
+    CALL("rcoll_gather", COLL_GATHER, sendbuf, recvbuf, sendcount, dt,
+         RCOLL_SUM, root, 0);
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf,
+        size_t sendcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream)
+{
+    CALL("rcoll_gather", COLL_GATHER, sendbuf, recvbuf, sendcount, dt,
+         RCOLL_SUM, root, 0);
+    return run(&a, comm);
+}
+
+RCOLL_API rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf,
+        size_t recvcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream, rcoll_request_t *req)
+{
+    CALL("rcoll_scatter", COLL_SCATTER, sendbuf, recvbuf, recvcount, dt,
+         RCOLL_SUM, root, 0);
+    return post(&a, comm, req);
+}
+
+RCOLL_API rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf,
+        size_t recvcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+        rcoll_stream_t stream)
+{
+    CALL("rcoll_scatter", COLL_SCATTER, sendbuf, recvbuf, recvcount, dt,
+         RCOLL_SUM, root, 0);
     return run(&a, comm);
 }

@@ -43,10 +43,42 @@ static void comm_set_error_locked(struct rcoll_comm *c, rcoll_status_t st,
     rcoll_warn("rank %d: communicator failed: %s", c->rank, msg);
 }
 
+void rcoll__req_put(struct rcoll_request *r)
+{
+    if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(r);
+}
+
+static void held_unlink(struct rcoll_comm *c, struct rcoll_request *r)
+{
+    struct rcoll_request **pp = &c->held;
+    while (*pp && *pp != r)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = r->next;
+    r->next = NULL;
+    r->held = 0;
+}
+
+/* A transport is done with a send's buffer (the engine's holder calls).
+ * The cookie is the schedule inside its request; a request that failed
+ * with sends in flight was held for this moment, so that neither it nor
+ * its scratch buffers were freed under the transport. */
 static void tl_send_done(void *arg, void *cookie)
 {
-    (void)arg;
-    coll_sched_send_done((coll_sched_t *)cookie);
+    struct rcoll_comm *c = arg;
+    coll_sched_t *s = cookie;
+    coll_sched_send_done(s);
+    if (s->sends_inflight > 0)
+        return;
+    struct rcoll_request *r =
+        (struct rcoll_request *)((char *)s -
+                                 offsetof(struct rcoll_request, sched));
+    if (r->held) {
+        held_unlink(c, r);
+        coll_sched_free(s);
+        rcoll__req_put(r);
+    }
 }
 
 static void tl_peer_failed(void *arg, int peer, rcoll_status_t st,
@@ -93,20 +125,49 @@ static void comm_wake(struct rcoll_comm *c)
 
 /* ---- the progress thread ---- */
 
+/* Takes r out of the queue and completes it (the engine's holder, with
+ * c->lock). A failed operation whose sends a transport still holds (zero
+ * copy from its buffers, a queued TCP write from its scratch) is held
+ * until they are done or the transports are closed: its memory stays
+ * valid for them even after the caller's rcoll_wait. */
 static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
                               rcoll_status_t st, const char *msg)
 {
     r->status = st;
     if (st != RCOLL_OK)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg);
-    /* the schedule's buffers are no longer needed */
-    coll_sched_free(&r->sched);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-    if (c->qhead == r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
         c->qhead = r->next;
-        if (!c->qhead)
-            c->qtail = NULL;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        c->qtail = r->prev;
+    r->next = r->prev = NULL;
+    if (r->sched.sends_inflight > 0) {
+        __atomic_add_fetch(&r->refs, 1, __ATOMIC_ACQ_REL);
+        r->held = 1;
+        r->next = c->held;
+        c->held = r;
+    } else {
+        coll_sched_free(&r->sched); /* its buffers are no longer needed */
     }
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c)
+{
+    struct rcoll_request *first = NULL;
+    for (struct rcoll_request *r = c->qhead; r; r = r->next) {
+        if (!r->started)
+            break; /* started in posting order */
+        if (r->sched.waiting_peer >= 0)
+            return r;
+        if (!first)
+            first = r;
+    }
+    return first;
 }
 
 static void fail_all_locked(struct rcoll_comm *c)
@@ -117,14 +178,22 @@ static void fail_all_locked(struct rcoll_comm *c)
     }
 }
 
-static void timeout_check(struct rcoll_comm *c, struct rcoll_request *r,
-                          double now)
+/* No operation in flight has moved for RCOLL_TIMEOUT: the communicator
+ * fails, naming the peer the first stalled operation waits for. (An
+ * operation may wait long while others move - a receive posted early -
+ * so the clock is the communicator's, not each operation's.) */
+static void timeout_check(struct rcoll_comm *c, double now)
 {
-    if (now - r->last_progress < rcoll_config.timeout) {
+    if (now - c->last_progress < rcoll_config.timeout) {
         if (rcoll_unlikely(c->diag_walking))
             rcoll__diag_cancel(c);
         return;
     }
+    pthread_mutex_lock(&c->lock);
+    struct rcoll_request *r = rcoll__comm_stalled_req(c);
+    pthread_mutex_unlock(&c->lock);
+    if (!r)
+        return;
     coll_sched_t *s = &r->sched;
     char msg[1024], cause[768];
     int p = s->waiting_peer;
@@ -164,12 +233,16 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     int progressed = 0;
 
     pthread_mutex_lock(&c->lock);
-    /* After a failure, a request already running gets one more look: what
-     * it needs may have arrived before the peer went away. Everything else
-     * fails with the communicator's error. */
+    /* After a failure, requests already running get one more look: what
+     * they need may have arrived before the peer went away. Everything
+     * else fails with the communicator's error. */
     int failed = c->error != RCOLL_OK;
-    if (failed && (!c->qhead || !c->qhead->started))
-        fail_all_locked(c);
+    if (failed)
+        for (struct rcoll_request *q = c->qhead, *nx; q; q = nx) {
+            nx = q->next;
+            if (!q->started)
+                req_finish_locked(c, q, c->error, c->errmsg);
+        }
     r = c->qhead;
     if (!r && c->stop) {
         pthread_mutex_unlock(&c->lock);
@@ -177,48 +250,62 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     }
     pthread_mutex_unlock(&c->lock);
 
-    if (r) {
+    /* every operation in flight, in posting order (collectives are built
+     * in that order on every rank) */
+    double now = r ? rcoll_time_sec() : 0;
+    int any = r != NULL, finished = 0;
+    while (r) {
         rcoll_status_t st;
-        double now = rcoll_time_sec();
+        int moved = 0;
         if (!r->started) {
             r->started = 1;
             r->last_progress = now;
+            c->last_progress = now; /* a new operation restarts the clock */
             st = coll_sched_build(&r->sched, &c->env);
             if (st == RCOLL_OK)
-                st = coll_sched_progress(&r->sched, &c->env, &progressed);
+                st = coll_sched_progress(&r->sched, &c->env, &moved);
         } else {
-            st = coll_sched_progress(&r->sched, &c->env, &progressed);
+            st = coll_sched_progress(&r->sched, &c->env, &moved);
         }
-        if (progressed)
+        if (moved) {
             r->last_progress = now;
+            c->last_progress = now;
+            progressed = 1;
+        }
+        char msg[1024];
+        msg[0] = '\0';
+        if (st != RCOLL_INPROGRESS && st != RCOLL_OK) /* not on the fast path */
+            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        pthread_mutex_lock(&c->lock);
+        struct rcoll_request *next = r->next;
         if (st != RCOLL_INPROGRESS) {
-            char msg[1024];
-            msg[0] = '\0';
-            if (st != RCOLL_OK) /* not on the fast path */
-                snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
-            pthread_mutex_lock(&c->lock);
             /* a broken link or a mismatch poisons the communicator: the
              * ranks no longer agree on what comes next */
             if (st != RCOLL_OK)
                 comm_set_error_locked(c, st, msg);
             req_finish_locked(c, r, st, msg);
-            pthread_mutex_unlock(&c->lock);
-            *spin_until = 0;
-            return 0;
+            finished = 1;
         }
-        if (failed) {
-            pthread_mutex_lock(&c->lock);
-            fail_all_locked(c);
-            pthread_mutex_unlock(&c->lock);
-            return 0;
-        }
-        timeout_check(c, r, now);
+        pthread_mutex_unlock(&c->lock);
+        r = next;
     }
+    if (failed) {
+        pthread_mutex_lock(&c->lock);
+        fail_all_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        return 0;
+    }
+    if (finished) { /* back to the caller at once (latency) */
+        *spin_until = 0;
+        return 0;
+    }
+    if (any && !progressed)
+        timeout_check(c, now);
     int ms;
     if (progressed) {
         ms = 0;
         *spin_until = 0;
-    } else if (r) {
+    } else if (any) {
         double t = rcoll_time_sec();
         if (*spin_until == 0)
             *spin_until = t + rcoll_config.spin_us * 1e-6;
@@ -251,7 +338,7 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
      * by a pidfd waited for 64 sleeps (6.4 s), and on every idle look (a
      * timeout diagnosis question may wait on the bootstrap listener) */
     int n = 0;
-    if (ms > 0 || slept || !r || c->wait_tl < 0 || c->ntls > 1 ||
+    if (ms > 0 || slept || !any || c->wait_tl < 0 || c->ntls > 1 ||
         (++c->spin_turns & 63) == 0)
         n = epoll_wait(c->epfd, evs, 64, ms);
     /* give the core away between looks: a peer, ours or not, may need it
@@ -510,6 +597,16 @@ static void comm_free(struct rcoll_comm *c)
         close(c->epfd);
     if (c->evfd >= 0)
         close(c->evfd);
+    /* the transports are closed: what they held of failed operations is
+     * theirs no more */
+    while (c->held) {
+        struct rcoll_request *r = c->held;
+        held_unlink(c, r);
+        coll_sched_free(&r->sched);
+        rcoll__req_put(r);
+    }
+    coll_match_destroy(c->match);
+    free(c->p2p_tx);
     free(c->eps);
     free(c->peer_tl);
     free(c->ring);
@@ -835,7 +932,9 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         goto err;
     c->eps = calloc((size_t)nranks, sizeof(*c->eps));
     c->peer_tl = calloc((size_t)nranks, sizeof(*c->peer_tl));
-    if (!c->eps || !c->peer_tl) {
+    c->p2p_tx = calloc((size_t)nranks, sizeof(*c->p2p_tx));
+    c->match = coll_match_create(nranks, rcoll_config.unexpected_max);
+    if (!c->eps || !c->peer_tl || !c->p2p_tx || !c->match) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
         goto err;
     }
@@ -862,6 +961,9 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->env.tls = c->peer_tl;
     c->env.eps = c->eps;
     c->env.tune_cache = c->tune_cache;
+    c->env.md = &coll_md_host;
+    c->env.match = c->match;
+    c->env.p2p_eager = rcoll_config.p2p_eager;
 
     c->env.peers = c->bs.peers;
 
@@ -1109,7 +1211,6 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
     pthread_mutex_lock(&c->lock);
     if (c->closed) {
         pthread_mutex_unlock(&c->lock);
-        free(r);
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_%s: the communicator was destroyed",
                                 what);
@@ -1118,14 +1219,18 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
         rcoll_status_t st = c->error;
         rcoll__set_error(st, "rcoll_%s: %s", what, c->errmsg);
         pthread_mutex_unlock(&c->lock);
-        free(r);
         return st;
     }
     r->comm = c;
-    if (r->sched.kind != COLL_SEND && r->sched.kind != COLL_RECV)
+    if (r->sched.kind == COLL_SEND)
+        r->sched.seq = c->p2p_tx[r->sched.root]++;
+    else if (r->sched.kind != COLL_RECV)
         r->sched.seq = ++c->coll_seq;
     r->sched.waiting_peer = -1;
+    r->refs = 1;
     c->refs++;
+    r->next = NULL;
+    r->prev = c->qtail;
     if (c->qtail)
         c->qtail->next = r;
     else
@@ -1138,11 +1243,29 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
     return RCOLL_OK;
 }
 
+/* A request of a group not ended yet, or one whose group could not post
+ * it (comm NULL): what rcoll_test and rcoll_wait say of it. */
+static rcoll_status_t req_unposted(rcoll_request_t req, const char *fn)
+{
+    if (req->grouped)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s: the request was posted inside "
+                                "rcoll_group_start/end and the group has "
+                                "not ended (it launches then)", fn);
+    if (req->status != RCOLL_OK)
+        rcoll__set_error_str(req->errmsg);
+    return req->status;
+}
+
 RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
 {
     if (!req || !done)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_test: NULL argument");
+    if (req->grouped || !req->comm) {
+        *done = !req->grouped;
+        return req_unposted(req, "rcoll_test");
+    }
     struct rcoll_comm *c = req->comm;
     rcoll_status_t st = RCOLL_OK;
     /* one non-blocking turn of the engine if nobody else drives it */
@@ -1168,6 +1291,14 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
     if (!req)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_wait: request is NULL");
+    if (req->grouped || !req->comm) {
+        rcoll_status_t st = req_unposted(req, "rcoll_wait");
+        if (!req->grouped) {
+            coll_sched_free(&req->sched);
+            free(req);
+        }
+        return st;
+    }
     struct rcoll_comm *c = req->comm;
     rcoll_status_t st;
     double spin_until = 0;
@@ -1198,7 +1329,7 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
     if (st != RCOLL_OK)
         rcoll__set_error_str(req->errmsg);
     pthread_mutex_unlock(&c->lock);
-    free(req);
+    rcoll__req_put(req);
     rcoll__comm_release(c);
     return st;
 }

@@ -13,9 +13,16 @@ struct rcoll_request {
     rcoll_status_t status;
     int done;
     int started;
+    int grouped;                  /* posted in a group not ended yet */
+    int refs;                     /* atomic: the caller's, plus one while a
+                                     failed operation's sends are still in
+                                     a transport (held) */
+    int held;                     /* on the communicator's held list */
     char errmsg[1024];
     double last_progress;
-    struct rcoll_request *next;   /* in the communicator's queue */
+    struct rcoll_request *next, *prev; /* in the communicator's queue */
+    struct rcoll_request *group_next;  /* in the thread's open group */
+    int group_wait;               /* a blocking call in the group */
 };
 
 struct rcoll_comm {
@@ -49,8 +56,14 @@ struct rcoll_comm {
     pthread_cond_t idle_cond;     /* the progress thread waits here while
                                      callers drive */
     pthread_mutex_t lock;         /* guards everything below */
-    struct rcoll_request *qhead, *qtail; /* posted, in order */
+    struct rcoll_request *qhead, *qtail; /* posted and not finished, in
+                                     posting order; all of them progress */
     uint64_t coll_seq;            /* collectives posted */
+    uint64_t *p2p_tx;             /* by peer: sends posted to it */
+    struct coll_match *match;     /* messages set aside (engine) */
+    struct rcoll_request *held;   /* failed operations whose sends are
+                                     still in a transport (engine) */
+    double last_progress;         /* when an operation last moved */
     int refs;                     /* user handle + live requests */
     int stop;
     int closed;                   /* destroy/abort ran: no new posts */
@@ -77,6 +90,12 @@ struct rcoll_mem_reg {
 rcoll_status_t rcoll__comm_post(struct rcoll_comm *comm,
                                 struct rcoll_request *req, int will_wait);
 void rcoll__comm_release(struct rcoll_comm *comm);
+/* Drops a reference to a request (the caller's, or the engine's hold);
+ * the last one frees it. */
+void rcoll__req_put(struct rcoll_request *r);
+/* The operation a diagnosis reports: the first running one that waits for
+ * a peer, else the first running one, else NULL (c->lock held). */
+struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c);
 /* 1 if c is a communicator of this process not yet freed (API calls check
  * it, so a destroyed or aborted handle is an argument error, not a crash;
  * an address reused by a newer communicator cannot be told apart) */

@@ -230,13 +230,13 @@ static void answer(struct rcoll_diag *d, const rcoll_diag_msg_t *q)
     a.nonce = q->nonce;
     a.peer = -1;
     pthread_mutex_lock(&c->lock);
-    struct rcoll_request *r = c->qhead;
+    struct rcoll_request *r = rcoll__comm_stalled_req(c);
     if (c->error != RCOLL_OK) {
         a.state = RCOLL_DIAG_FAILED;
         a.peer = d->found_root;
         size_t n = strnlen(c->errmsg, sizeof(a.text) - 1);
         memcpy(a.text, c->errmsg, n); /* truncated if need be */
-    } else if (r && r->started) {
+    } else if (r) {
         /* the engine's holder is us: the schedule is ours to read */
         coll_sched_t *s = &r->sched;
         int step = s->r_step < s->nsteps ? s->r_step : s->s_step;
@@ -303,7 +303,12 @@ static void got_answer(struct rcoll_diag *d, const rcoll_diag_msg_t *a)
                  "(busy for %.1f s)", b, a->what, a->stalled_ms * 1e-3);
         return;
     case RCOLL_DIAG_IDLE: {
-        uint64_t want = c->qhead ? c->qhead->sched.seq : 0;
+        uint64_t want = 0;
+        pthread_mutex_lock(&c->lock);
+        for (struct rcoll_request *q = c->qhead; q && !want; q = q->next)
+            if (q->sched.kind != COLL_SEND && q->sched.kind != COLL_RECV)
+                want = q->sched.seq; /* the first collective in flight */
+        pthread_mutex_unlock(&c->lock);
         if (want && a->seq < want)
             walk_end(d, a->from, "root cause: %s is alive but has not called "
                      "operation #%llu (it has posted %llu)", b,

@@ -13,14 +13,19 @@
 /* The message header every chunk carries; checked by the receiver to catch
  * ranks that called different operations. */
 typedef struct {
-    uint64_t seq;       /* operation number in the communicator */
-    uint32_t kind;      /* coll kind | datatype << 8 | op << 16 */
-    uint32_t step;
-    uint32_t chunk;
+    uint64_t seq;       /* what the message belongs to: the collective's
+                           number in the communicator, or the point-to-
+                           point message's number from sender to receiver */
+    uint32_t kind;      /* coll kind | datatype << 8 | op << 16 |
+                           message class << 24 (coll/sched.h) */
+    uint32_t step;      /* the transfer's ordinal among those of its
+                           operation between the two ranks (in order) */
+    uint32_t chunk;     /* the chunk's index within its transfer */
     uint32_t len;       /* payload bytes */
     uint32_t csum;      /* CRC32C of header (csum 0) + payload when kind
                            has RCOLL_HDR_CSUM (RCOLL_CHECKSUM=1) */
-    uint64_t total;     /* the operation's byte count (mismatch check) */
+    uint32_t tag;       /* a collective's root, a point-to-point tag */
+    uint64_t total;     /* the operation's element count (mismatch check) */
 } rcoll_msg_hdr_t;
 #define RCOLL_HDR_CSUM 0x80000000u /* in kind: csum is valid */
 

@@ -251,6 +251,14 @@ static const param_t params[] = {
     P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
+    P("P2P_EAGER", "64K", "size", p2p_eager, size,
+      "point-to-point sends up to this many bytes go at once (eager); "
+      "larger ones are announced and move once the receive is posted "
+      "(rendezvous); must be the same on every rank"),
+    P("UNEXPECTED_MAX", "1G", "size", unexpected_max, size,
+      "bytes of messages a communicator may hold for operations not "
+      "posted yet (small sends, early collective chunks) before the "
+      "operation that waits fails with RCOLL_ERR_NO_MEMORY"),
     P("IB_HCA", "", "list", ib_hca, string,
       "RDMA devices the ib transport may use (names or prefixes, "
       "comma-separated; ^ excludes, = exact); default: the device that "

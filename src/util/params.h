@@ -36,6 +36,9 @@ typedef struct {
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
     int shm_cma_all;            /* also for chunks the receiver reduces */
+    /* matching (coll/match.c) */
+    size_t p2p_eager;           /* larger sends rendezvous */
+    size_t unexpected_max;      /* bytes set aside per communicator */
     /* verbs transport */
     const char *ib_hca;         /* device names, ^ excludes */
     const char *ib_gid_index;   /* "auto" or an index */

@@ -347,9 +347,9 @@ def fam_misc(rank, world, gloo):
               lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
                                       op=R.AVG),
               lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)),
-              lambda: dist.all_to_all_single(torch.ones(world),
-                                             torch.ones(world)),
-              lambda: dist.send(torch.ones(1), nxt, tag=3)):
+              lambda: dist.all_to_all_single(torch.ones(world + 1),
+                                             torch.ones(world + 1)),
+              lambda: dist.send(torch.ones(1), nxt, tag=-3)):
         try:
             f()
             errs.append("no error")
@@ -366,6 +366,83 @@ def fam_misc(rank, world, gloo):
         same(t, torch.tensor([float(world + 1)]), "all_reduce on a subgroup")
     dist.barrier()
     return errs
+
+
+def fam_alltoall_p2p(rank, world, gloo):
+    # all_to_all_single, equal splits, every dtype, against gloo
+    for dt in DTYPES + [torch.float64, torch.uint8]:
+        for rows in (0, 1, 3, 5000):
+            x = data(rank, world * rows * 2, dt, 61).view(world * rows, 2)
+            got = torch.full_like(x, -1)
+            w = dist.all_to_all_single(got, x, async_op=True)
+            w.wait()
+            ref = torch.empty_like(x)
+            dist.all_to_all_single(ref, x, group=gloo)
+            same(got, ref, f"all_to_all_single {dt} rows={rows}")
+    # uneven splits (zeros included), the same on every rank as gloo's
+    def split(src, dst):
+        return (src * 3 + dst * 5 + 1) % 4 * 7  # 0, 7, 14 or 21 rows
+    ins = [split(rank, d) for d in range(world)]
+    outs = [split(s_, rank) for s_ in range(world)]
+    x = data(rank, sum(ins) * 3, torch.float32, 62).view(sum(ins), 3)
+    got = torch.full((sum(outs), 3), -1.0)
+    dist.all_to_all_single(got, x, outs, ins)
+    ref = torch.empty_like(got)
+    dist.all_to_all_single(ref, x, outs, ins, group=gloo)
+    same(got, ref, "all_to_all_single uneven splits")
+    # all_to_all (lists of tensors, shapes by pair; gloo has no list form:
+    # the expected value is what each sender put there)
+    def blk(src, dst):
+        return data(src * world + dst, split(src, dst) + 1, torch.int64, 63)
+    outs_l = [torch.full((split(s_, rank) + 1,), -1, dtype=torch.int64)
+              for s_ in range(world)]
+    dist.all_to_all(outs_l, [blk(rank, d) for d in range(world)])
+    for s_ in range(world):
+        same(outs_l[s_], blk(s_, rank), f"all_to_all from {s_}")
+
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    # tags: rank 0 sends tags 1, 2, 3; rank 1 receives them as 3, 2, 1
+    if rank < 2:
+        peer = 1 - rank
+        sizes = {1: 10, 2: 200000, 3: 0}
+        if rank == 0:
+            ws = [dist.isend(data(10 + t, n, torch.float32, 64), peer, tag=t)
+                  for t, n in sizes.items()]
+        else:
+            bufs = {t: torch.full((n,), -1.0) for t, n in sizes.items()}
+            ws = [dist.irecv(bufs[t], peer, tag=t) for t in (3, 2, 1)]
+        for w in ws:
+            w.wait()
+        if rank == 1:
+            for t, n in sizes.items():
+                same(bufs[t], data(10 + t, n, torch.float32, 64),
+                     f"recv tag {t} (posted out of order)")
+        dist.send(torch.tensor([7.0]), peer, tag=9) if rank == 0 else None
+        if rank == 1:
+            r = torch.zeros(1)
+            dist.recv(r, 0, tag=9)
+            same(r, torch.tensor([7.0]), "blocking send/recv with a tag")
+    # every rank sends 16 MiB round the ring before receiving: isend/irecv
+    # and batch_isend_irecv (pipeline parallelism) must not deadlock
+    n = 4 << 20
+    s_ = data(rank, n, torch.float32, 65)
+    r = torch.empty(n)
+    ws = [dist.isend(s_, nxt, tag=5)]
+    ws.append(dist.irecv(r, prv, tag=5))
+    for w in ws:
+        w.wait()
+    same(r, data(prv, n, torch.float32, 65), "ring of 16 MiB isend/irecv")
+    r2 = torch.empty(n)
+    ops = [dist.P2POp(dist.isend, s_, nxt), dist.P2POp(dist.irecv, r2, prv)]
+    for q in dist.batch_isend_irecv(ops):
+        q.wait()
+    same(r2, data(prv, n, torch.float32, 65), "batch_isend_irecv 16 MiB ring")
+    dist.barrier()
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_alltoall_p2p(world):
+    harness.run(fam_alltoall_p2p, world)
 
 
 @pytest.mark.parametrize("world", WORLDS)

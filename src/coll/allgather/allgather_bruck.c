@@ -17,8 +17,8 @@ static void bruck_unrotate(coll_sched_t *s, const coll_env_t *e)
     if (!b)
         return;
     /* scratch[i] is rank (r + i) % n's block: two contiguous pieces */
-    memcpy(out + (size_t)r * b, s->scratch, (size_t)(n - r) * b);
-    memcpy(out, s->scratch + (size_t)(n - r) * b, (size_t)r * b);
+    s->md->copy(out + (size_t)r * b, s->scratch, (size_t)(n - r) * b);
+    s->md->copy(out, s->scratch + (size_t)(n - r) * b, (size_t)r * b);
 }
 
 rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e)
@@ -29,14 +29,14 @@ rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e)
 
     if (n == 1 || !b) {
         if (b && s->sendbuf != s->recvbuf)
-            memcpy((char *)s->recvbuf + (size_t)r * b, s->sendbuf, b);
+            s->md->copy((char *)s->recvbuf + (size_t)r * b, s->sendbuf, b);
         return RCOLL_OK;
     }
     if (!(s->scratch = malloc(b * (size_t)n)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
                                 "allgather: no memory for %zu scratch bytes",
                                 b * (size_t)n);
-    memcpy(s->scratch, s->sendbuf, b);
+    s->md->copy(s->scratch, s->sendbuf, b);
     for (int d = 1, k = 0; d < n; d <<= 1, k++) {
         int cnt = d < n - d ? d : n - d;
         coll_step_t t;

@@ -30,7 +30,7 @@ rcoll_status_t coll_allgather_hier(coll_sched_t *s, const coll_env_t *e)
     int me = coll_ring_pos(e, e->rank), h = me / L, p = me % L;
 #define AT(host, pos) coll_ring_rank(e, ((host) % H + H) % H * L + ((pos) % L + L) % L)
     if (bytes && s->sendbuf != out + (size_t)e->rank * bytes)
-        memcpy(out + (size_t)e->rank * bytes, s->sendbuf, bytes);
+        s->md->copy(out + (size_t)e->rank * bytes, s->sendbuf, bytes);
     /* phase 1: the network ring of local position p */
     for (int k = 0; k < H - 1; k++) {
         coll_step_t t;

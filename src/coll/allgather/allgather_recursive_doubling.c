@@ -32,7 +32,7 @@ rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e)
     rcoll_status_t st;
 
     if (bytes && s->sendbuf != out + (size_t)r * bytes)
-        memcpy(out + (size_t)r * bytes, s->sendbuf, bytes);
+        s->md->copy(out + (size_t)r * bytes, s->sendbuf, bytes);
     if (n == 1)
         return RCOLL_OK;
     while (p * 2 <= n)

@@ -13,7 +13,7 @@ rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e)
     rcoll_status_t st;
 
     if (bytes && s->sendbuf != out + (size_t)r * bytes)
-        memcpy(out + (size_t)r * bytes, s->sendbuf, bytes);
+        s->md->copy(out + (size_t)r * bytes, s->sendbuf, bytes);
     for (int step = 0; step < n - 1; step++) {
         coll_step_t t;
         int sb = coll_ring_rank(e, p - step), rb = coll_ring_rank(e, p - step - 1);

@@ -19,11 +19,11 @@ static void flat_finish(coll_sched_t *s, const coll_env_t *e)
     if (!bytes)
         return;
     (void)r;
-    memcpy(out, x0, bytes);
+    s->md->copy(out, x0, bytes);
     for (int p = 1; p < n; p++)
         s->reduce(out, out, s->scratch + (size_t)p * bytes, s->count);
     if (s->op == RCOLL_AVG)
-        rcoll_reduce_avg_scale(s->dt, out, out, s->count, n);
+        s->md->reduce_avg_scale(s->dt, out, out, s->count, n);
 }
 
 rcoll_status_t coll_allreduce_flat(coll_sched_t *s, const coll_env_t *e)
@@ -41,7 +41,7 @@ rcoll_status_t coll_allreduce_flat(coll_sched_t *s, const coll_env_t *e)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "allreduce: no memory "
                                 "for %zu scratch bytes", bytes * (size_t)n);
     if (bytes) /* a copy: in place, recvbuf is written by the finish */
-        memcpy(s->scratch + (size_t)r * bytes, s->sendbuf, bytes);
+        s->md->copy(s->scratch + (size_t)r * bytes, s->sendbuf, bytes);
     /* peers in the order r+1, r+2, ...: every rank starts with a different
      * partner */
     for (int i = 1; i < n; i++) {

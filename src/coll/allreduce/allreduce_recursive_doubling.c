@@ -53,7 +53,7 @@ rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e)
                                 bytes * nbuf);
     char *in = s->scratch;
     if (bytes)
-        memcpy(in, s->sendbuf, bytes);
+        s->md->copy(in, s->sendbuf, bytes);
     int prev = -1; /* step whose receive produced `in` */
     if (extra) {
         coll_sched_step_init(&t);

@@ -18,7 +18,7 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
 
     if (n == 1) {
         if (bytes && in != s->recvbuf)
-            memcpy(s->recvbuf, in, bytes);
+            s->md->copy(s->recvbuf, in, bytes);
         return RCOLL_OK;
     }
     if (bytes && n > 2) {

@@ -10,7 +10,7 @@ static void rs_tree_finish(coll_sched_t *s, const coll_env_t *e)
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
     (void)e;
     if (bytes) /* rank 0's own block, out of the accumulator */
-        memcpy(s->recvbuf, s->scratch, bytes);
+        s->md->copy(s->recvbuf, s->scratch, bytes);
 }
 
 rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
@@ -23,7 +23,7 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
 
     if (n == 1) {
         if (bytes && s->sendbuf != s->recvbuf)
-            memcpy(s->recvbuf, s->sendbuf, bytes);
+            s->md->copy(s->recvbuf, s->sendbuf, bytes);
         return RCOLL_OK;
     }
     int lowbit, nchild = coll_binomial(v, n, &lowbit);

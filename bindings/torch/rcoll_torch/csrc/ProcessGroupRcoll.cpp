@@ -209,6 +209,7 @@ ProcessGroupRcoll::ProcessGroupRcoll(
                       ") failed: " + rcoll_last_error());
     worker_ = std::thread(&ProcessGroupRcoll::worker_loop, this);
     watchdog_ = std::thread(&ProcessGroupRcoll::watchdog_loop, this);
+    p2p_ = std::thread(&ProcessGroupRcoll::p2p_loop, this);
 }
 
 ProcessGroupRcoll::~ProcessGroupRcoll()
@@ -234,6 +235,14 @@ void ProcessGroupRcoll::stop(bool abort)
         worker_.join();
     if (watchdog_.joinable())
         watchdog_.join();
+    {
+        /* the point-to-point requests end too (an abort fails them) */
+        std::unique_lock<std::mutex> lk(p2p_mu_);
+        p2p_stop_ = true;
+    }
+    p2p_cv_.notify_all();
+    if (p2p_.joinable())
+        p2p_.join();
     std::unique_lock<std::mutex> lk(mu_);
     if (comm_ && !aborted_)
         rcoll_comm_destroy(comm_);
@@ -692,26 +701,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::gather(
     at::Tensor in = inputs[0];
     return enqueue(c10d::OpType::GATHER, call, outs, opts.timeout,
                    [this, outs, in, root]() {
+                       Dense d(in);
+                       size_t nb = d.buf.nbytes();
                        if (rank_ != root) {
-                           Dense d(in);
-                           check(rcoll_send(d.ptr(), d.buf.nbytes(),
-                                            RCOLL_UINT8, root, comm_, nullptr),
-                                 call);
+                           check(rcoll_gather(d.ptr(), nullptr, nb,
+                                              RCOLL_UINT8, root, comm_,
+                                              nullptr), call);
                            return;
                        }
-                       for (int r = 0; r < size_; r++) {
-                           at::Tensor o = outs[r];
-                           if (r == root) {
-                               o.copy_(in.view(o.sizes()));
-                               continue;
-                           }
-                           Dense d(o);
-                           check(rcoll_recv(d.ptr(), d.buf.nbytes(),
-                                            RCOLL_UINT8, r, comm_, nullptr),
-                                 std::string(call) + " from rank " +
-                                     std::to_string(r));
-                           d.back();
-                       }
+                       at::Tensor all = at::empty(
+                           {(int64_t)nb * size_}, in.options().dtype(at::kByte));
+                       check(rcoll_gather(d.ptr(), nb ? all.data_ptr() : nullptr,
+                                          nb, RCOLL_UINT8, root, comm_,
+                                          nullptr), call);
+                       for (int r = 0; r < size_; r++)
+                           outs[r].copy_(all.narrow(0, (int64_t)nb * r,
+                                                    (int64_t)nb)
+                                             .view(outs[r].scalar_type())
+                                             .view(outs[r].sizes()));
                    });
 }
 
@@ -747,25 +754,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::scatter(
     at::Tensor out = outputs[0];
     return enqueue(c10d::OpType::SCATTER, call, outputs, opts.timeout,
                    [this, ins, out, root]() {
-                       if (rank_ != root) {
-                           Dense d(out);
-                           check(rcoll_recv(d.ptr(), d.buf.nbytes(),
-                                            RCOLL_UINT8, root, comm_, nullptr),
-                                 call);
-                           d.back();
-                           return;
+                       Dense d(out);
+                       size_t nb = d.buf.nbytes();
+                       at::Tensor all;
+                       if (rank_ == root) {
+                           std::vector<at::Tensor> flat;
+                           for (auto &t : ins)
+                               flat.push_back(
+                                   t.contiguous().view({-1}).view(at::kByte));
+                           all = at::cat(flat);
                        }
-                       for (int r = 0; r < size_; r++) {
-                           if (r == root) {
-                               out.copy_(ins[r].view(out.sizes()));
-                               continue;
-                           }
-                           Dense d(ins[r]);
-                           check(rcoll_send(d.ptr(), d.buf.nbytes(),
-                                            RCOLL_UINT8, r, comm_, nullptr),
-                                 std::string(call) + " to rank " +
-                                     std::to_string(r));
-                       }
+                       check(rcoll_scatter(rank_ == root && nb
+                                               ? all.data_ptr()
+                                               : nullptr,
+                                           d.ptr(), nb, RCOLL_UINT8, root,
+                                           comm_, nullptr), call);
+                       d.back();
                    });
 }
 
@@ -878,12 +882,109 @@ ProcessGroupRcoll::reduce_scatter_tensor_coalesced(
                    });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall_base(
-    at::Tensor &, at::Tensor &, std::vector<int64_t> &,
-    std::vector<int64_t> &, const c10d::AllToAllOptions &)
+/* Byte counts and displacements of `splits` rows of `row` bytes each
+ * (no splits: equal blocks of `total` rows). */
+static void a2a_layout(const std::vector<int64_t> &splits, int64_t total,
+                       size_t row, int size, const char *call,
+                       std::vector<size_t> &cnt, std::vector<size_t> &dsp)
 {
-    TORCH_CHECK(false, "rcoll alltoall_base: all-to-all is not in the rcoll "
-                       "C API yet; use gloo or nccl for all_to_all");
+    cnt.assign((size_t)size, 0);
+    dsp.assign((size_t)size, 0);
+    if (splits.empty()) {
+        TORCH_CHECK(total % size == 0, "rcoll ", call, ": dimension 0 (",
+                    total, ") does not divide into ", size, " equal splits");
+        for (int r = 0; r < size; r++) {
+            cnt[r] = (size_t)(total / size) * row;
+            dsp[r] = (size_t)r * cnt[r];
+        }
+        return;
+    }
+    TORCH_CHECK((int)splits.size() == size, "rcoll ", call, ": ",
+                splits.size(), " split sizes for a group of ", size);
+    int64_t off = 0;
+    for (int r = 0; r < size; r++) {
+        TORCH_CHECK(splits[r] >= 0, "rcoll ", call, ": negative split");
+        cnt[r] = (size_t)splits[r] * row;
+        dsp[r] = (size_t)off * row;
+        off += splits[r];
+    }
+    TORCH_CHECK(off == total, "rcoll ", call, ": the splits add up to ", off,
+                ", dimension 0 is ", total);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall_base(
+    at::Tensor &output, at::Tensor &input, std::vector<int64_t> &outputSplits,
+    std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &opts)
+{
+    static const char *call = "alltoall_base";
+    check_cpu(input, call);
+    check_cpu(output, call);
+    check_same(input, output, call, "output");
+    TORCH_CHECK(input.dim() >= 1 && output.dim() >= 1, "rcoll ", call,
+                ": tensors need a dimension 0");
+    size_t irow = input.size(0) ? input.nbytes() / (size_t)input.size(0) : 0;
+    size_t orow = output.size(0) ? output.nbytes() / (size_t)output.size(0)
+                                 : 0;
+    std::vector<size_t> sc, sd, rc, rd;
+    a2a_layout(inputSplits, input.size(0), irow, size_, call, sc, sd);
+    a2a_layout(outputSplits, output.size(0), orow, size_, call, rc, rd);
+    at::Tensor in = input, out = output;
+    return enqueue(c10d::OpType::ALLTOALL_BASE, call, {output}, opts.timeout,
+                   [this, in, out, sc, sd, rc, rd]() {
+                       Dense di(in), dout(out);
+                       check(rcoll_alltoallv(di.ptr(), sc.data(), sd.data(),
+                                             dout.ptr(), rc.data(), rd.data(),
+                                             RCOLL_UINT8, comm_, nullptr),
+                             call);
+                       dout.back();
+                   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall(
+    std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::AllToAllOptions &opts)
+{
+    static const char *call = "alltoall";
+    TORCH_CHECK((int)inputs.size() == size_ && (int)outputs.size() == size_,
+                "rcoll ", call, ": needs ", size_, " input and output tensors");
+    std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
+    size_t so = 0, ro = 0;
+    for (int r = 0; r < size_; r++) {
+        check_cpu(inputs[r], call);
+        check_cpu(outputs[r], call);
+        check_same(inputs[0], inputs[r], call, "input");
+        check_same(inputs[0], outputs[r], call, "output");
+        sc[r] = inputs[r].nbytes();
+        sd[r] = so;
+        so += sc[r];
+        rc[r] = outputs[r].nbytes();
+        rd[r] = ro;
+        ro += rc[r];
+    }
+    auto is = inputs;
+    auto os = outputs;
+    return enqueue(c10d::OpType::ALLTOALL, call, outputs, opts.timeout,
+                   [this, is, os, sc, sd, rc, rd, ro]() {
+                       std::vector<at::Tensor> flat;
+                       for (auto &t : is)
+                           flat.push_back(
+                               t.contiguous().view({-1}).view(at::kByte));
+                       at::Tensor in = at::cat(flat);
+                       at::Tensor out = at::empty(
+                           {(int64_t)ro}, in.options());
+                       check(rcoll_alltoallv(in.numel() ? in.data_ptr()
+                                                        : nullptr,
+                                             sc.data(), sd.data(),
+                                             ro ? out.data_ptr() : nullptr,
+                                             rc.data(), rd.data(),
+                                             RCOLL_UINT8, comm_, nullptr),
+                             call);
+                       for (size_t r = 0; r < os.size(); r++)
+                           os[r].copy_(out.narrow(0, (int64_t)rd[r],
+                                                  (int64_t)rc[r])
+                                           .view(os[r].scalar_type())
+                                           .view(os[r].sizes()));
+                   });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -895,7 +996,9 @@ ProcessGroupRcoll::barrier(const c10d::BarrierOptions &opts)
 }
 
 /* ------------------------------------------------------------------ */
-/* point to point: matched in the order posted, per pair of ranks      */
+/* point to point: posted at once as non-blocking rcoll requests, matched
+ * by (source, tag) in posting order (MPI's rules); completed in posting
+ * order by p2p_loop */
 
 static void check_p2p(std::vector<at::Tensor> &tensors, int peer, int tag,
                       int size, const char *call)
@@ -905,42 +1008,86 @@ static void check_p2p(std::vector<at::Tensor> &tensors, int peer, int tag,
     check_cpu(tensors[0], call);
     TORCH_CHECK(peer >= 0 && peer < size, "rcoll ", call, ": peer ", peer,
                 " is not a rank of this group of ", size);
-    TORCH_CHECK(tag == 0, "rcoll ", call, ": tag ", tag,
-                " is not supported: rcoll matches sends and receives in "
-                "order, without tags (use tag 0)");
+    TORCH_CHECK(tag >= 0, "rcoll ", call, ": tag ", tag,
+                " is negative (tags are >= 0)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::post_p2p(bool send,
+                                                           at::Tensor t,
+                                                           int peer, int tag)
+{
+    const char *call = send ? "send" : "recv";
+    std::string what = std::string(call) + (send ? " to rank " : " from rank ") +
+                       std::to_string(peer) + " (tag " + std::to_string(tag) +
+                       ")";
+    P2p p;
+    p.user = t;
+    p.buf = t.is_contiguous() ? t : t.contiguous();
+    p.recv = !send;
+    p.what = what;
+    p.work = c10::make_intrusive<RcollWork>(
+        rank_, send ? c10d::OpType::SEND : c10d::OpType::RECV, call,
+        send ? std::vector<at::Tensor>{} : std::vector<at::Tensor>{t},
+        nullptr, timeout_);
+    void *ptr = p.buf.numel() ? p.buf.data_ptr() : nullptr;
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        TORCH_CHECK(!stopping_, "rcoll ", call,
+                    ": the process group was shut down or aborted");
+        if (aborted_)
+            throw_backend(abort_reason_);
+    }
+    rcoll_status_t st =
+        send ? rcoll_isend_tag(ptr, p.buf.nbytes(), RCOLL_UINT8, peer, tag,
+                               comm_, nullptr, &p.req)
+             : rcoll_irecv_tag(ptr, p.buf.nbytes(), RCOLL_UINT8, peer, tag,
+                               comm_, nullptr, &p.req);
+    check(st, what);
+    auto w = p.work;
+    {
+        std::unique_lock<std::mutex> lk(p2p_mu_);
+        p2p_q_.push_back(std::move(p));
+    }
+    p2p_cv_.notify_one();
+    return w;
+}
+
+void ProcessGroupRcoll::p2p_loop()
+{
+    for (;;) {
+        P2p p;
+        {
+            std::unique_lock<std::mutex> lk(p2p_mu_);
+            p2p_cv_.wait(lk, [&] { return p2p_stop_ || !p2p_q_.empty(); });
+            if (p2p_q_.empty())
+                return;
+            p = std::move(p2p_q_.front());
+            p2p_q_.pop_front();
+        }
+        std::exception_ptr err;
+        try {
+            check(rcoll_wait(p.req), p.what);
+            if (p.recv && !p.buf.is_same(p.user))
+                p.user.copy_(p.buf);
+        } catch (...) {
+            err = std::current_exception();
+        }
+        p.work->complete(err);
+    }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::send(
     std::vector<at::Tensor> &tensors, int dst, int tag)
 {
-    static const char *call = "send";
-    check_p2p(tensors, dst, tag, size_, call);
-    at::Tensor t = tensors[0];
-    return enqueue(c10d::OpType::SEND, call, {}, c10d::kUnsetTimeout,
-                   [this, t, dst]() {
-                       Dense d(t);
-                       check(rcoll_send(d.ptr(), d.buf.nbytes(), RCOLL_UINT8,
-                                        dst, comm_, nullptr),
-                             std::string(call) + " to rank " +
-                                 std::to_string(dst));
-                   });
+    check_p2p(tensors, dst, tag, size_, "send");
+    return post_p2p(true, tensors[0], dst, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::recv(
     std::vector<at::Tensor> &tensors, int src, int tag)
 {
-    static const char *call = "recv";
-    check_p2p(tensors, src, tag, size_, call);
-    at::Tensor t = tensors[0];
-    return enqueue(c10d::OpType::RECV, call, tensors, c10d::kUnsetTimeout,
-                   [this, t, src]() {
-                       Dense d(t);
-                       check(rcoll_recv(d.ptr(), d.buf.nbytes(), RCOLL_UINT8,
-                                        src, comm_, nullptr),
-                             std::string(call) + " from rank " +
-                                 std::to_string(src));
-                       d.back();
-                   });
+    check_p2p(tensors, src, tag, size_, "recv");
+    return post_p2p(false, tensors[0], src, tag);
 }
 
 } // namespace rcoll_torch

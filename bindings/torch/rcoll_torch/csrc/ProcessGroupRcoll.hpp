@@ -3,9 +3,12 @@
  * rcoll C API (include/rcoll.h).
  *
  * One rcoll communicator per backend instance (per process group). Each
- * operation becomes a RcollWork queued to one worker thread, which runs the
- * blocking rcoll call; operations of a group therefore run in the order they
- * were issued, as every rank must issue them. rcoll's own no-progress
+ * collective becomes a RcollWork queued to one worker thread, which runs the
+ * blocking rcoll call; collectives of a group therefore run in the order
+ * they were issued, as every rank must issue them. Point-to-point sends and
+ * receives are posted at once by the calling thread as non-blocking rcoll
+ * requests (so isend/irecv in any order, batch_isend_irecv included, never
+ * deadlock) and completed in posting order by a second thread. rcoll's own no-progress
  * timeout (RCOLL_TIMEOUT; the first group's timeout unless set) fails a
  * stuck operation naming the rank and step it waits for. A watchdog thread
  * also enforces each operation's timeout (the group's unless the operation
@@ -116,6 +119,9 @@ class ProcessGroupRcoll : public c10d::Backend {
         at::Tensor &output, at::Tensor &input,
         std::vector<int64_t> &outputSplits, std::vector<int64_t> &inputSplits,
         const c10d::AllToAllOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllToAllOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> barrier(
         const c10d::BarrierOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors,
@@ -138,6 +144,9 @@ class ProcessGroupRcoll : public c10d::Backend {
     std::chrono::milliseconds op_timeout(std::chrono::milliseconds t) const;
     void worker_loop();
     void watchdog_loop();
+    void p2p_loop();
+    c10::intrusive_ptr<c10d::Work> post_p2p(bool send, at::Tensor t, int peer,
+                                            int tag);
     void check(rcoll_status_t st, const std::string &what);
     void stop(bool abort);
 
@@ -155,6 +164,20 @@ class ProcessGroupRcoll : public c10d::Backend {
     std::string abort_reason_;
     std::thread worker_;
     std::thread watchdog_;
+    /* point to point: posted at once (non-blocking) by the calling thread,
+     * completed in posting order by p2p_ */
+    struct P2p {
+        c10::intrusive_ptr<RcollWork> work;
+        rcoll_request_t req;
+        at::Tensor user, buf; /* buf: the contiguous copy rcoll uses */
+        bool recv;
+        std::string what;
+    };
+    std::mutex p2p_mu_;
+    std::condition_variable p2p_cv_;
+    std::deque<P2p> p2p_q_;
+    bool p2p_stop_ = false;
+    std::thread p2p_;
 };
 
 } // namespace rcoll_torch
