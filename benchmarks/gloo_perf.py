@@ -3,10 +3,10 @@
 (torch.distributed over loopback TCP): a reference for benchmarks/compare.
 
 usage: gloo_perf.py NRANKS COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP
-  COLL: allreduce | allgather | broadcast | reduce_scatter
+  COLL: allreduce | allgather | broadcast | reduce_scatter | alltoall
 Prints "bytes time_us" per size, like mpi_ref_perf: the slowest rank's
-average time; for allgather and reduce_scatter the size is the whole
-gathered / scattered buffer, as in nccl-tests. Float32, sum. gloo has no
+average time; for allgather, reduce_scatter and alltoall the size is the
+whole gathered / scattered / sent buffer, as in nccl-tests. Float32, sum. gloo has no
 reduce_scatter: that collective prints nothing.
 
 PERF_BACKEND=rcoll measures rcoll's c10d backend (bindings/torch, the
@@ -42,7 +42,7 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
     while size <= maxb:
         count = size // 4
         per = count // n
-        if coll == "allgather" and per == 0:
+        if coll in ("allgather", "alltoall") and per == 0:
             size *= factor  # less than one element per rank
             continue
         if coll == "allgather":
@@ -55,6 +55,11 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
             a = torch.ones(count, dtype=torch.float32)
             o = torch.empty(per, dtype=torch.float32)
             op = lambda: dist.reduce_scatter_tensor(o, a)
+        elif coll == "alltoall":
+            count = per * n
+            a = torch.ones(count, dtype=torch.float32)
+            o = torch.empty(count, dtype=torch.float32)
+            op = lambda: dist.all_to_all_single(o, a)
         elif coll == "broadcast":
             a = torch.ones(count, dtype=torch.float32)
             op = lambda: dist.broadcast(a, 0)

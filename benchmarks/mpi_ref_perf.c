@@ -1,10 +1,10 @@
 /* The same measurement as rcoll-perf, done with MPI collectives: a
  * reference for benchmarks/compare.sh (never linked into rcoll).
- * usage: mpi_ref_perf allreduce|allgather|broadcast|reduce_scatter MINBYTES
- *        MAXBYTES FACTOR ITERS WARMUP
+ * usage: mpi_ref_perf allreduce|allgather|broadcast|reduce_scatter|alltoall
+ *        MINBYTES MAXBYTES FACTOR ITERS WARMUP
  * Prints "bytes time_us" per size: time is the slowest rank's average; for
- * allgather and reduce_scatter the size is the whole gathered / scattered
- * buffer, as in nccl-tests. */
+ * allgather, reduce_scatter and alltoall the size is the whole gathered /
+ * scattered / sent buffer, as in nccl-tests. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,9 @@ static void run_once(const char *coll, float *a, float *b, size_t count,
     else if (!strcmp(coll, "reduce_scatter"))
         MPI_Reduce_scatter_block(a, b, (int)per, MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD);
+    else if (!strcmp(coll, "alltoall"))
+        MPI_Alltoall(a, (int)per, MPI_FLOAT, b, (int)per, MPI_FLOAT,
+                     MPI_COMM_WORLD);
     else
         MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
@@ -43,7 +46,8 @@ int main(int argc, char **argv)
     int factor = atoi(argv[4]), iters = atoi(argv[5]), warm = atoi(argv[6]);
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         size_t count = bytes / 4, per = count / (size_t)n;
-        if (!strcmp(coll, "allgather") || !strcmp(coll, "reduce_scatter"))
+        if (!strcmp(coll, "allgather") || !strcmp(coll, "reduce_scatter") ||
+            !strcmp(coll, "alltoall"))
             count = per * (size_t)n;
         float *a = calloc(count + 1, 4), *b = calloc(count + 1, 4);
         for (int i = 0; i < warm; i++)
