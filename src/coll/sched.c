@@ -340,6 +340,10 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             s->waiting_for = "an earlier send (in posting order) to";
             return RCOLL_OK;
         }
+        if (t->pre_send && s->pre_sent <= s->s_step) {
+            t->pre_send(s, e, s->s_step);
+            s->pre_sent = s->s_step + 1;
+        }
         size_t off = (size_t)s->s_chunk * s->chunk;
         rcoll_msg_hdr_t h = {
             .seq = s->seq,

@@ -55,6 +55,9 @@ typedef enum {
     RECV_DISCARD       /* only the arrival matters (barrier) */
 } recv_mode_t;
 
+struct coll_sched;
+struct coll_env;
+
 typedef struct {
     int send_peer;          /* -1: no send in this step */
     const char *send_buf;
@@ -70,6 +73,10 @@ typedef struct {
     unsigned char send_class, recv_class; /* COLL_MSG_*: 0 for collectives */
     unsigned char send_always, recv_always; /* one message even when the
                                step moves no bytes (control messages) */
+    /* run once before the step's first chunk leaves (its send_dep is met
+     * by then): a local pack, e.g. Bruck's; NULL: none */
+    void (*pre_send)(struct coll_sched *s, const struct coll_env *e,
+                     int step);
     int recv_peer;          /* -1: no receive */
     char *recv_dst;
     const char *recv_local; /* RECV_REDUCE*: the local operand */
@@ -78,7 +85,7 @@ typedef struct {
 } coll_step_t;
 
 /* What a schedule needs to know of its communicator. */
-typedef struct {
+typedef struct coll_env {
     int rank;
     int nranks;
     size_t chunk_size;
@@ -145,6 +152,7 @@ typedef struct coll_sched {
     char *scratch;          /* owned temporary */
     /* execution */
     int s_step, s_chunk;    /* next send */
+    int pre_sent;           /* steps whose pre_send hook ran */
     int r_step, r_chunk;    /* next receive */
     int *recv_done;         /* per step: chunks received */
     int *ord;               /* per step: the send's and the receive's
@@ -271,6 +279,7 @@ rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_pairwise(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_alltoall_bruck(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoallv_pairwise(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_gather_binomial(coll_sched_t *s, const coll_env_t *e);

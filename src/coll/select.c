@@ -49,7 +49,11 @@ const coll_algo_t coll_algos[] = {
     {COLL_SEND, "direct", coll_send_direct, "chunked through the slots"},
     {COLL_RECV, "direct", coll_recv_direct, "chunked through the slots"},
     {COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise,
-     "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
+     "n - 1 exchanges with ranks r + k / r - k, all posted at once "
+     "(large blocks, or ranks outnumbering cores)"},
+    {COLL_ALLTOALL, "bruck", coll_alltoall_bruck,
+     "Bruck, ceil(log2 n) exchanges of about n / 2 blocks (small blocks, "
+     "many ranks)"},
     {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise,
      "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
     {COLL_GATHER, "binomial", coll_gather_binomial,

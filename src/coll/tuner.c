@@ -237,8 +237,17 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
         }
         break;
     case COLL_ALLTOALL: /* S is one block */
-        /* one dependent round, n - 1 messages posted */
-        t = m.a + (n - 2) * m.a_raw + (n - 1) * step(&m, S, c, 0);
+        if (!strcmp(nm, "bruck")) {
+            /* L dependent rounds of about n / 2 blocks, each packed and
+             * unpacked, plus the two rotations */
+            double h = (n + 1) / 2 * S;
+            t = m.L * (step(&m, h, c, 0) + 2 * h / m.g) + 2 * n * S / m.g;
+        } else { /* pairwise: one dependent round, n - 1 messages posted
+                  * (as the flat all-reduce) */
+            t = m.a + (n - 2) * m.a_raw +
+                (n - 1) * (nch(&m, S, c) > 1 ? nch(&m, S, c) - 1 : 0) * m.a +
+                (n - 1) * S / m.b;
+        }
         break;
     case COLL_GATHER:
     case COLL_SCATTER: /* S is one rank's block */

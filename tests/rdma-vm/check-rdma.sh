@@ -66,6 +66,8 @@ check "siw: 4 ranks on 2 hosts (shm inside, ib across), matrix" \
 check "siw: 4 ranks on 2 hosts, every pair over ib, 2 QPs per peer, 3 slots" \
     hosts 4 29703 env RCOLL_TRANSPORTS=ib RCOLL_IB_QPS_PER_PEER=2 RCOLL_NSLOTS=3 \
     RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -N $N
+check "siw: point to point (ring, halo, all-pairs, tags, groups, overlap), 4 ranks on 2 hosts over ib" \
+    hosts 4 29716 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 1048576
 check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
     $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat \
         allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \
