@@ -49,8 +49,8 @@ void coll_sched_free(coll_sched_t *s)
 {
     coll_p2p_recv_unregister(s);
     free(s->steps);
-    free(s->recv_done);
-    free(s->ord);
+    if (s->recv_done != s->state_small)
+        free(s->recv_done); /* ord lives in the same block */
     free(s->v);
     free(s->scratch);
     free(s->bounce);
@@ -104,15 +104,26 @@ static uint32_t sched_kind_word(const coll_sched_t *s)
 static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
 {
     int n = s->nsteps ? s->nsteps : 1;
-    s->recv_done = calloc((size_t)n, sizeof(int));
-    s->ord = calloc((size_t)n * 2, sizeof(int));
-    int *cnt = calloc((size_t)e->nranks * 2, sizeof(int));
-    if (!s->recv_done || !s->ord || !cnt) {
-        free(cnt);
+    int small[128], *cnt = small;
+    /* one block: recv_done (n), then ord (2 n) */
+    if (n <= 8) {
+        s->recv_done = s->state_small;
+        memset(s->state_small, 0, sizeof(int) * 3 * (size_t)n);
+    } else {
+        s->recv_done = calloc((size_t)n * 3, sizeof(int));
+    }
+    if (2 * e->nranks > 128)
+        cnt = calloc((size_t)e->nranks * 2, sizeof(int));
+    else
+        memset(small, 0, sizeof(int) * 2 * (size_t)e->nranks);
+    if (!s->recv_done || !cnt) {
+        if (cnt != small)
+            free(cnt);
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
                                 "memory for the schedule's state",
                                 e->rank, coll_kind_name(s->kind));
     }
+    s->ord = s->recv_done + n;
     for (int i = 0; i < s->nsteps; i++) {
         const coll_step_t *t = &s->steps[i];
         if (send_nch(s, t) > 0)
@@ -120,7 +131,8 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
         if (recv_nch(s, t) > 0)
             s->ord[2 * i + 1] = cnt[2 * t->recv_peer + 1]++;
     }
-    free(cnt);
+    if (cnt != small)
+        free(cnt);
     return RCOLL_OK;
 }
 

@@ -158,6 +158,8 @@ typedef struct coll_sched {
     int *ord;               /* per step: the send's and the receive's
                                ordinal among this operation's transfers
                                to / from that peer (2 per step) */
+    int state_small[3 * 8]; /* recv_done and ord of up to 8 steps (no
+                               allocation for small collectives) */
     int sends_inflight;
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;

@@ -204,25 +204,32 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
 
 /* ---- groups (rcoll_group_start / rcoll_group_end): per thread ---- */
 
-static __thread int group_depth;
+static __thread int group_depth_tls;
 static __thread struct rcoll_request *group_head, *group_tail;
+/* groups open in any thread: while 0, no call looks at the thread-local
+ * depth (a __tls_get_addr per call in a shared library) */
+static int groups_open;
+#define group_depth                                                        \
+    (__atomic_load_n(&groups_open, __ATOMIC_RELAXED) ? group_depth_tls : 0)
 
 RCOLL_API rcoll_status_t rcoll_group_start(void)
 {
     rcoll__clear_error();
-    group_depth++;
+    if (group_depth_tls++ == 0)
+        __atomic_add_fetch(&groups_open, 1, __ATOMIC_RELAXED);
     return RCOLL_OK;
 }
 
 RCOLL_API rcoll_status_t rcoll_group_end(void)
 {
     rcoll__clear_error();
-    if (group_depth == 0)
+    if (group_depth_tls == 0)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_group_end: no rcoll_group_start "
                                 "open in this thread");
-    if (--group_depth > 0)
+    if (--group_depth_tls > 0)
         return RCOLL_OK;
+    __atomic_sub_fetch(&groups_open, 1, __ATOMIC_RELAXED);
     struct rcoll_request *list = group_head;
     group_head = group_tail = NULL;
     rcoll_status_t first = RCOLL_OK;

@@ -248,13 +248,29 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         pthread_mutex_unlock(&c->lock);
         return 1;
     }
+    /* what is in flight now, in posting order (collectives are built in
+     * that order on every rank): a snapshot, so that one lock serves the
+     * turn; only the engine's holder (us) finishes and so frees requests,
+     * and what is posted meanwhile waits for the next turn */
+    int ns = 0;
+    for (struct rcoll_request *q = r; q; q = q->next) {
+        if (ns == c->snap_cap) {
+            int cap = c->snap_cap ? 2 * c->snap_cap : 32;
+            void *p = realloc(c->snap, (size_t)cap * sizeof(*c->snap));
+            if (!p)
+                break; /* the rest next turn (the first ones move) */
+            c->snap = p;
+            c->snap_cap = cap;
+        }
+        c->snap[ns++] = q;
+    }
+    struct rcoll_request **snap = c->snap;
     pthread_mutex_unlock(&c->lock);
 
-    /* every operation in flight, in posting order (collectives are built
-     * in that order on every rank) */
     double now = r ? rcoll_time_sec() : 0;
     int any = r != NULL, finished = 0;
-    while (r) {
+    for (int k = 0; k < ns; k++) {
+        r = snap[k];
         rcoll_status_t st;
         int moved = 0;
         if (!r->started) {
@@ -272,22 +288,20 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
             c->last_progress = now;
             progressed = 1;
         }
+        if (st == RCOLL_INPROGRESS)
+            continue;
         char msg[1024];
         msg[0] = '\0';
-        if (st != RCOLL_INPROGRESS && st != RCOLL_OK) /* not on the fast path */
+        if (st != RCOLL_OK) /* not on the fast path */
             snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
         pthread_mutex_lock(&c->lock);
-        struct rcoll_request *next = r->next;
-        if (st != RCOLL_INPROGRESS) {
-            /* a broken link or a mismatch poisons the communicator: the
-             * ranks no longer agree on what comes next */
-            if (st != RCOLL_OK)
-                comm_set_error_locked(c, st, msg);
-            req_finish_locked(c, r, st, msg);
-            finished = 1;
-        }
+        /* a broken link or a mismatch poisons the communicator: the ranks
+         * no longer agree on what comes next */
+        if (st != RCOLL_OK)
+            comm_set_error_locked(c, st, msg);
+        req_finish_locked(c, r, st, msg);
+        finished = 1;
         pthread_mutex_unlock(&c->lock);
-        r = next;
     }
     if (failed) {
         pthread_mutex_lock(&c->lock);
@@ -606,6 +620,7 @@ static void comm_free(struct rcoll_comm *c)
         rcoll__req_put(r);
     }
     coll_match_destroy(c->match);
+    free(c->snap);
     free(c->p2p_tx);
     free(c->eps);
     free(c->peer_tl);

@@ -64,6 +64,9 @@ struct rcoll_comm {
     struct rcoll_request *held;   /* failed operations whose sends are
                                      still in a transport (engine) */
     double last_progress;         /* when an operation last moved */
+    struct rcoll_request **snap;  /* the engine's view of the queue for
+                                     one turn (engine) */
+    int snap_cap;
     int refs;                     /* user handle + live requests */
     int stop;
     int closed;                   /* destroy/abort ran: no new posts */
