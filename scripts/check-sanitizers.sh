@@ -3,7 +3,9 @@
 # and by CI): three extra builds out of tree, each runs a part of the suite.
 #   build-asan  --enable-asan: AddressSanitizer + UBSan (leaks on) over the
 #               multi-process suite's core (units, api, collective matrices
-#               on shm and tcp, slots/credits, single copy, non-blocking,
+#               on shm and tcp at 3 ranks - the 4-rank shm matrix, 99 s
+#               under ASan, was cut for the point-to-point suite -,
+#               slots/credits, single copy, non-blocking,
 #               registration, failure tests - zero-copy sends in flight at a
 #               failure included -, SIGKILL fault trials over tcp, the
 #               point-to-point patterns on 3 ranks)
@@ -41,7 +43,7 @@ echo "== ASan + UBSan (build-asan)"
 if build build-asan --enable-asan; then
     (cd build-asan &&
      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), (3|4) ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
+     RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
      make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/asan"
     sum "$tmp/asan"
 else
