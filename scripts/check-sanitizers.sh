@@ -16,7 +16,7 @@
 #               (0 errors, 0 definite/indirect leaks)
 #   build-fuzz  the libFuzzer targets (tests/fuzz/run.sh): each replays its
 #               seed corpus (past findings included), then fuzzes for
-#               RCOLL_FUZZ_SECONDS (default 12)
+#               RCOLL_FUZZ_SECONDS (default 8)
 # Prints "N passed, M failed" over the four. Usage: check-sanitizers.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -93,8 +93,8 @@ fi
 echo "== valgrind took $(( $(date +%s) - t0 )) s"
 
 t0=$(date +%s)
-echo "== libFuzzer targets (tests/fuzz/run.sh, ${RCOLL_FUZZ_SECONDS:-12} s each)"
-sh tests/fuzz/run.sh build build-fuzz "${RCOLL_FUZZ_SECONDS:-12}" 2>&1 | tee "$tmp/fuzz"
+echo "== libFuzzer targets (tests/fuzz/run.sh, ${RCOLL_FUZZ_SECONDS:-8} s each)"
+sh tests/fuzz/run.sh build build-fuzz "${RCOLL_FUZZ_SECONDS:-8}" 2>&1 | tee "$tmp/fuzz"
 rc=$?
 if grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/fuzz"; then
     sum "$tmp/fuzz"

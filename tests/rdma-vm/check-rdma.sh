@@ -81,7 +81,9 @@ rxe() { # rxe MODE NRANKS: all ranks on rxe0 (6.1's rxe receives only in the ini
     rc=$?; cat "$L/rank0.log"; return $rc
 }
 check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WITH_IMM, .*rdma_cm" rxe cm 2
-check "rxe: 4 ranks, rdma_cm" rxe cm 4
+# (no 4-rank rdma_cm matrix on rxe: siw runs rdma_cm at 4 ranks, rxe runs
+# 4 ranks out of band; cut for CI time when the point-to-point suite came,
+# 75 s)
 check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob connect" rxe oob 2
 check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
     env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
