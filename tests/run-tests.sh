@@ -109,6 +109,14 @@ for tl in shm tcp; do
 done
 t "p2p: shm single copy, 3 ranks" 300 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=4096 \
     "$RUN" -n 3 "$B/tests/test_p2p"
+# whole transfers as one single-copy message over 4 KiB slots (messages
+# that cover many chunks; the misaligned reads' bounce path)
+t "p2p: shm whole-transfer single copy, 4 KiB chunks, 1 slot" 300 env RCOLL_TRANSPORTS=shm \
+    RCOLL_SHM_RNDV_MIN=1 RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=1 RCOLL_P2P_EAGER=100 \
+    "$RUN" -n 4 "$B/tests/test_p2p" -e 4194304
+t "coll: shm whole-transfer single copy, 4 KiB chunks, 5 ranks" 300 env RCOLL_TRANSPORTS=shm \
+    RCOLL_SHM_RNDV_MIN=1 RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$RUN" -n 5 "$B/tests/test_coll" \
+    -q -C alltoall,alltoallv,gather,scatter,sendrecv -N 0,1,7,1023,5000,70001
 # small slots and one socket: chunking, credits and wrap-around of the rings
 for tl in shm tcp; do
     t "coll: $tl, 4 KiB chunks, 2 slots" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=1 \

@@ -55,6 +55,7 @@ void coll_sched_free(coll_sched_t *s)
     free(s->scratch);
     free(s->bounce);
     s->bounce = NULL;
+    s->bounce_len = 0;
     s->steps = NULL;
     s->recv_done = NULL;
     s->ord = NULL;
@@ -89,6 +90,14 @@ static int recv_nch(const coll_sched_t *s, const coll_step_t *t)
 static int is_p2p(const coll_sched_t *s)
 {
     return s->kind == COLL_SEND || s->kind == COLL_RECV;
+}
+
+/* Operations whose transfers nothing pipelines downstream: a transport
+ * may move each as one message (RCOLL_TL_WHOLE). */
+static int whole_kind(coll_kind_t k)
+{
+    return k == COLL_SEND || k == COLL_ALLTOALL || k == COLL_ALLTOALLV ||
+           k == COLL_GATHER || k == COLL_SCATTER;
 }
 
 static uint32_t sched_kind_word(const coll_sched_t *s)
@@ -217,13 +226,29 @@ static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
                             cause[0] ? cause : rcoll_status_string(st));
 }
 
+/* The chunks a message of `got` bytes covers when receive step t expects
+ * its chunk r_chunk (`len` bytes): 1 for a chunk, more for a single-copy
+ * message that carries several (transport max_msg: it must end on a chunk
+ * boundary or at the transfer's end), 0 for any other length. */
+static int msg_chunks(const coll_sched_t *s, const coll_step_t *t,
+                      size_t got, size_t len)
+{
+    if (got == len)
+        return 1;
+    size_t off = (size_t)s->r_chunk * s->chunk;
+    if (got < len || got > t->recv_bytes - off ||
+        (got % s->chunk && off + got != t->recv_bytes))
+        return 0;
+    return (int)((got + s->chunk - 1) / s->chunk);
+}
+
 /* 1 if h is what receive step t of s expects as its chunk r_chunk. */
 static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
-                  const rcoll_msg_hdr_t *h, size_t len)
+                  const rcoll_msg_hdr_t *h, int nch)
 {
     if ((h->kind & 0x00ffffffu) != sched_kind_word(s) ||
         COLL_MSG_CLASS(h->kind) != t->recv_class || h->total != s->count ||
-        h->len != len || h->chunk != (uint32_t)s->r_chunk ||
+        !nch || h->chunk != (uint32_t)s->r_chunk ||
         h->step != (uint32_t)s->ord[2 * s->r_step + 1])
         return 0;
     if (!is_p2p(s))
@@ -261,8 +286,10 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
         size_t off = (size_t)s->r_chunk * s->chunk;
         size_t len = t->recv_bytes ? RCOLL_MIN(s->chunk, t->recv_bytes - off)
                                    : 0;
-        if (!hdr_ok(s, t, h, len))
+        int nch = msg_chunks(s, t, h->len, len);
+        if (!hdr_ok(s, t, h, nch))
             return mismatch(s, e, peer, h, len);
+        len = h->len;
         if (s->kind == COLL_RECV && !s->p2p_matched) {
             s->seq = h->seq; /* the rest of this message, and our CTS */
             s->p2p_matched = 1;
@@ -274,12 +301,19 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
             ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
              check)) {
             /* still in the sender's memory: fetch it to reduce it */
-            if (!s->bounce && !(s->bounce = malloc(s->chunk)))
-                return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
-                                        "rank %d in %s: no memory for "
-                                        "a %zu-byte bounce buffer",
-                                        e->rank, coll_kind_name(s->kind),
-                                        s->chunk);
+            if (s->bounce_len < len) {
+                size_t want = RCOLL_MAX(len, s->chunk);
+                free(s->bounce);
+                if (!(s->bounce = malloc(want))) {
+                    s->bounce_len = 0;
+                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                                            "rank %d in %s: no memory for "
+                                            "a %zu-byte bounce buffer",
+                                            e->rank,
+                                            coll_kind_name(s->kind), want);
+                }
+                s->bounce_len = want;
+            }
             st = tl->recv_copy(e->eps[peer], s->bounce);
             if (st != RCOLL_OK)
                 return peer_error(s, e, st, peer, "receiving from");
@@ -313,8 +347,8 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
             break;
         }
         coll_rx_release(e, peer, u);
-        s->recv_done[s->r_step]++;
-        s->r_chunk++;
+        s->recv_done[s->r_step] += nch;
+        s->r_chunk += nch;
         *moved = 1;
     }
     return RCOLL_OK;
@@ -357,14 +391,34 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             s->pre_sent = s->s_step + 1;
         }
         size_t off = (size_t)s->s_chunk * s->chunk;
+        int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
+                     s->kind == COLL_BROADCAST || whole_kind(s->kind);
+        int flags = (copies ? RCOLL_TL_PEER_COPIES : 0) |
+                    (whole_kind(s->kind) ? RCOLL_TL_WHOLE : 0);
+        const rcoll_tl_ops_t *tl = e->tls[t->send_peer];
+        size_t len = t->send_bytes ? RCOLL_MIN(s->chunk, t->send_bytes - off)
+                                   : 0;
+        int nch = 1;
+        if (tl->max_msg && len == s->chunk && !rcoll_config.checksum) {
+            /* one message for several chunks (single copy), as far as
+             * what this send waits for has arrived */
+            size_t mx = tl->max_msg(e->eps[t->send_peer],
+                                    t->send_bytes - off, flags);
+            int k = (int)RCOLL_MIN(mx / s->chunk,
+                                   (size_t)(send_nch(s, t) - s->s_chunk));
+            if (t->send_dep >= 0 && !t->send_dep_all)
+                k = RCOLL_MIN(k, s->recv_done[t->send_dep] - s->s_chunk);
+            if (k > 1) {
+                nch = k;
+                len = RCOLL_MIN((size_t)k * s->chunk, t->send_bytes - off);
+            }
+        }
         rcoll_msg_hdr_t h = {
             .seq = s->seq,
             .kind = sched_kind_word(s) | (uint32_t)t->send_class << 24,
             .step = (uint32_t)s->ord[2 * s->s_step],
             .chunk = (uint32_t)s->s_chunk,
-            .len = t->send_bytes
-                       ? (uint32_t)RCOLL_MIN(s->chunk, t->send_bytes - off)
-                       : 0,
+            .len = (uint32_t)len,
             .tag = (uint32_t)(is_p2p(s) ? s->tag : s->root),
             .total = s->count};
         const char *pl = h.len ? t->send_buf + off : NULL;
@@ -372,14 +426,8 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             h.kind |= RCOLL_HDR_CSUM;
             h.csum = msg_csum(&h, pl);
         }
-        int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
-                     s->kind == COLL_BROADCAST || s->kind == COLL_SEND ||
-                     s->kind == COLL_ALLTOALL || s->kind == COLL_ALLTOALLV ||
-                     s->kind == COLL_GATHER || s->kind == COLL_SCATTER;
         s->sends_inflight++;
-        st = e->tls[t->send_peer]->send(e->eps[t->send_peer], &h,
-                                        pl, s,
-                                        copies ? RCOLL_TL_PEER_COPIES : 0);
+        st = tl->send(e->eps[t->send_peer], &h, pl, s, flags);
         if (st == RCOLL_INPROGRESS) {
             s->sends_inflight--;
             s->waiting_peer = t->send_peer;
@@ -392,7 +440,7 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
         }
         if (first)
             coll_p2p_send_started(s, e);
-        s->s_chunk++;
+        s->s_chunk += nch;
         *moved = 1;
     }
     return RCOLL_OK;
@@ -411,8 +459,11 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
     }
     for (;;) {
         int moved = 0;
-        if ((st = sched_recv(s, e, &moved)) != RCOLL_OK ||
-            (st = sched_send(s, e, &moved)) != RCOLL_OK)
+        /* sends first: a peer can work on what we post while we receive
+         * (a single-copy receive reads for as long as a copy takes; done
+         * before our own send, it made the peer's read wait for it) */
+        if ((st = sched_send(s, e, &moved)) != RCOLL_OK ||
+            (st = sched_recv(s, e, &moved)) != RCOLL_OK)
             return st;
         if (!moved)
             break;

@@ -165,8 +165,9 @@ typedef struct coll_sched {
     const char *waiting_for;
     const coll_md_t *md;
     rcoll_reduce_fn_t reduce;
-    char *bounce;           /* one chunk, for reducing data that a
-                               transport left in the sender's memory */
+    char *bounce;           /* for reducing data that a transport left
+                               in the sender's memory */
+    size_t bounce_len;
     /* run once when every step is done (e.g. a final local copy) */
     void (*finish)(struct coll_sched *s, const coll_env_t *e);
 } coll_sched_t;

@@ -62,6 +62,10 @@ typedef struct {
 } rcoll_tl_params_t;
 
 #define RCOLL_TL_PEER_COPIES 1
+/* send flag: nothing downstream waits on this transfer's chunks one by one
+ * (all-to-all, gather, scatter, point to point), so a transport may carry
+ * the whole transfer in one message (max_msg) */
+#define RCOLL_TL_WHOLE 2
 
 typedef struct rcoll_tl_ctx rcoll_tl_ctx_t;
 typedef struct rcoll_tl_ep rcoll_tl_ep_t;
@@ -111,6 +115,13 @@ typedef struct rcoll_tl_ops {
     /* Graceful (goodbye to peers, bounded wait) or abortive close; an
      * abort carries `reason` (may be NULL) to the peers' error messages. */
     void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
+    /* Optional: the most payload bytes one send with these flags may
+     * carry to this peer, given `len` bytes left in the transfer; NULL or
+     * an answer below the chunk size means one chunk. A transport answers
+     * more only where the payload stays in the sender's memory until the
+     * receiver fetches it (single copy), so no slot must hold it; the
+     * receiver then gets a message that covers several chunks. */
+    size_t (*max_msg)(rcoll_tl_ep_t *ep, size_t len, int flags);
     /* Optional: register user memory for sends without a staging copy
      * (rcoll_comm_register); *h is given back to mem_dereg. A transport
      * that sends from registered memory calls send_done only when the

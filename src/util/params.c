@@ -251,6 +251,11 @@ static const param_t params[] = {
     P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
+    P("SHM_RNDV_MIN", "256K", "size", shm_rndv_min, size,
+      "shm: a whole transfer of at least this many bytes that nothing "
+      "pipelines (all-to-all, gather, scatter, point to point) moves as "
+      "one message the receiver reads straight into its buffer "
+      "(process_vm_readv, one copy); 0 turns it off"),
     P("P2P_EAGER", "64K", "size", p2p_eager, size,
       "point-to-point sends up to this many bytes go at once (eager); "
       "larger ones are announced and move once the receive is posted "

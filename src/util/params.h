@@ -36,6 +36,9 @@ typedef struct {
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
     int shm_cma_all;            /* also for chunks the receiver reduces */
+    size_t shm_rndv_min;        /* shm: whole transfers (RCOLL_TL_WHOLE)
+                                   from this size in one single-copy
+                                   message; 0 off */
     /* matching (coll/match.c) */
     size_t p2p_eager;           /* larger sends rendezvous */
     size_t unexpected_max;      /* bytes set aside per communicator */

@@ -49,6 +49,8 @@
 #define SHM_MAGIC 0x73686d31U /* "shm1" */
 #define SHM_REASON_MAX 512
 #define SHM_NAME_MAX 64
+#define SHM_BOUNCE (256u << 10)
+#define SHM_BOUNCE_MIN (16u << 10)
 #define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
 
 enum { SHM_LIVE = 0, SHM_CLOSED = 1, SHM_ABORTED = 2 };
@@ -128,6 +130,8 @@ struct rcoll_tl_ctx {
     shm_seg_hdr_t *hdr;
     size_t slot_size;
     size_t cma_min;             /* single copy from this many bytes */
+    size_t rndv_min;            /* whole transfers from this many bytes */
+    char *bounce;               /* SHM_BOUNCE bytes: misaligned reads */
     shm_ep_t **eps;             /* by rank; NULL if not ours */
     int npeers;
     uint8_t *pairs;             /* copy of p.pairs */
@@ -340,8 +344,18 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     shm_slot_hdr_t *sh = (shm_slot_hdr_t *)slot;
     /* large data the peer only copies: let it read our buffer (one copy
      * instead of two); the send is done when it frees the slot */
-    int single = ep->cma_tx && hdr->len >= ctx->cma_min &&
-                 ((flags & RCOLL_TL_PEER_COPIES) || rcoll_config.shm_cma_all);
+    int single = ep->cma_tx &&
+                 ((ctx->cma_min && hdr->len >= ctx->cma_min &&
+                   ((flags & RCOLL_TL_PEER_COPIES) ||
+                    rcoll_config.shm_cma_all)) ||
+                  hdr->len > ctx->p.chunk_size ||
+                  (ctx->rndv_min && hdr->len >= ctx->rndv_min &&
+                   (flags & RCOLL_TL_WHOLE) &&
+                   (flags & RCOLL_TL_PEER_COPIES)));
+    if (!single && hdr->len > ctx->p.chunk_size)
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "shm: a %u-byte message "
+                                "to rank %d is larger than a slot (%zu)",
+                                hdr->len, ep->peer, ctx->p.chunk_size);
     sh->hdr = *hdr;
     if (single) {
         sh->cma_addr = (uint64_t)(uintptr_t)payload;
@@ -386,7 +400,7 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
     ep->rx_hdr = sh->hdr;
     ep->rx_cma_addr = sh->cma_addr;
-    if (ep->rx_hdr.len > ctx->p.chunk_size)
+    if (ep->rx_hdr.len > ctx->p.chunk_size && !ep->rx_cma_addr)
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1; /* a mismatch */
     *hdr = &ep->rx_hdr;
     *payload = ep->rx_cma_addr ? NULL : slot + SHM_CL;
@@ -401,16 +415,33 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
     struct rcoll_tl_ctx *ctx = ep->ctx;
     const char *slot = ep->rx_slots +
         (ep->rx_tail % (uint64_t)ctx->p.nslots) * ctx->slot_size;
-    size_t len = RCOLL_MIN(ep->rx_hdr.len, ctx->p.chunk_size), got = 0;
+    size_t len = ep->rx_hdr.len, got = 0;
     if (!ep->rx_cma_addr) {
+        len = RCOLL_MIN(len, ctx->p.chunk_size);
         memcpy(dst, slot + SHM_CL, len);
         return RCOLL_OK;
     }
+    /* The kernel copies 5x slower when source and destination differ in
+     * their offsets within 32 bytes (measured here: 1.7 against 9 GB/s):
+     * then read in pieces into a bounce buffer that shares the source's
+     * offset and copy each piece on while it is in cache. */
+    size_t mis = (size_t)(ep->rx_cma_addr - (uintptr_t)dst) & 31;
+    if (mis && len >= SHM_BOUNCE_MIN && !ctx->bounce &&
+        posix_memalign((void **)&ctx->bounce, 4096, SHM_BOUNCE + 64))
+        ctx->bounce = NULL;
     while (got < len) {
-        struct iovec l = {(char *)dst + got, len - got};
-        struct iovec r = {(void *)(uintptr_t)(ep->rx_cma_addr + got),
-                          len - got};
+        size_t want = len - got;
+        char *to = (char *)dst + got;
+        int bounced = mis && len >= SHM_BOUNCE_MIN && ctx->bounce;
+        if (bounced) {
+            want = RCOLL_MIN(want, SHM_BOUNCE);
+            to = ctx->bounce + ((ep->rx_cma_addr + got) & 63);
+        }
+        struct iovec l = {to, want};
+        struct iovec r = {(void *)(uintptr_t)(ep->rx_cma_addr + got), want};
         ssize_t n = process_vm_readv(ep->pid, &l, 1, &r, 1, 0);
+        if (n > 0 && bounced)
+            memcpy((char *)dst + got, to, (size_t)n);
         if (n <= 0) {
             int err = n < 0 ? errno : EIO;
             if (err == EINTR)
@@ -563,7 +594,7 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
     /* Can we read its memory (same pid namespace, ptrace allowed)? Read
      * its segment's magic where it has it mapped; tell it through our
      * ring's cma_ok. */
-    if (ctx->cma_min) {
+    if (ctx->cma_min || ctx->rndv_min) {
         uint32_t v = 0;
         struct iovec l = {&v, sizeof(v)};
         struct iovec rm = {(void *)(uintptr_t)ep->peer_hdr->probe_addr,
@@ -614,6 +645,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     }
     ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
     ctx->cma_min = rcoll_config.shm_cma_min;
+    ctx->rndv_min = rcoll_config.shm_rndv_min;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));
     if (!ctx->eps || !addrs || !ctx->pairs) {
@@ -764,7 +796,23 @@ static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
         munmap(ctx->base, ctx->len);
     free(ctx->eps);
     free(ctx->pairs);
+    free(ctx->bounce);
     free(ctx);
+}
+
+/* A whole transfer the receiver only copies goes as one message when the
+ * receiver can read our memory: it fetches the payload straight into its
+ * destination (process_vm_readv), so no slot holds it and a message may be
+ * larger than a slot. */
+static size_t shm_max_msg(rcoll_tl_ep_t *tep, size_t len, int flags)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (!ep->cma_tx || !ctx->rndv_min || len < ctx->rndv_min ||
+        (flags & (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES)) !=
+            (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES))
+        return ctx->p.chunk_size;
+    return (size_t)1 << 30; /* the header's length is 32 bits */
 }
 
 static size_t shm_peer_bytes(size_t chunk, int nslots, char *what,
@@ -792,4 +840,5 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .kick = shm_kick,
     .ctx_destroy = shm_ctx_destroy,
     .peer_bytes = shm_peer_bytes,
+    .max_msg = shm_max_msg,
 };
