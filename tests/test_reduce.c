@@ -152,6 +152,87 @@ static void test_wrap(void)
     CHECK(r == -3, "int32 avg truncates toward zero, got %d", r);
 }
 
+/* Integer AVG at rank counts past what the type holds: the divisor is the
+ * rank count itself, never the count cast to the element type (which was
+ * 0 for int8/uint8 at 256 ranks: SIGFPE, and negative for int8 at
+ * 128-255). The reference: the sum reduced modulo 2^bits by hand into the
+ * type's range, then C's division of 64-bit integers (toward zero). */
+static int64_t wrap_s(int64_t v, int bits)
+{
+    if (bits == 64)
+        return v;
+    int64_t m = (int64_t)1 << bits;
+    v %= m;
+    if (v < 0)
+        v += m;
+    return v >= m / 2 ? v - m : v;
+}
+
+static void test_avg_rank_counts(void)
+{
+    static const int nrs[] = {1, 2, 3, 127, 128, 255, 256, 1000, 65537,
+                              2147483647};
+    static const struct { rcoll_datatype_t dt; int bits, sgn; } ty[] = {
+        {RCOLL_INT8, 8, 1}, {RCOLL_UINT8, 8, 0}, {RCOLL_INT32, 32, 1},
+        {RCOLL_UINT32, 32, 0}, {RCOLL_INT64, 64, 1}, {RCOLL_UINT64, 64, 0}};
+    /* operand pairs as raw 64-bit patterns; truncated to the type */
+    static const uint64_t va[] = {0, 1, 127, 128, 255, 0x7fffffffu,
+                                  0x80000000u, 0xffffffffu,
+                                  0x7fffffffffffffffull,
+                                  0x8000000000000000ull, ~0ull, 12345,
+                                  0xdeadbeefcafef00dull};
+    enum { NV = sizeof(va) / sizeof(va[0]) };
+    for (size_t t = 0; t < sizeof(ty) / sizeof(ty[0]); t++) {
+        int bits = ty[t].bits;
+        size_t es = (size_t)bits / 8;
+        uint64_t mask = bits == 64 ? ~0ull : ((1ull << bits) - 1);
+        for (size_t k = 0; k < sizeof(nrs) / sizeof(nrs[0]); k++) {
+            int nr = nrs[k];
+            unsigned char a[NV * NV * 8], b[NV * NV * 8], d[NV * NV * 8],
+                d1[NV * NV * 8];
+            int bad = 0;
+            for (int i = 0; i < NV; i++)
+                for (int j = 0; j < NV; j++) {
+                    uint64_t x = va[i] & mask, y = va[j] & mask;
+                    memcpy(a + (i * NV + j) * es, &x, es);
+                    memcpy(b + (i * NV + j) * es, &y, es);
+                }
+            rcoll_reduce_avg_final(ty[t].dt, d, a, b, NV * NV, nr);
+            rcoll_reduce_avg_scale(ty[t].dt, d1, a, NV * NV, nr);
+            for (int i = 0; i < NV && !bad; i++)
+                for (int j = 0; j < NV && !bad; j++) {
+                    uint64_t x = va[i] & mask, y = va[j] & mask, got = 0,
+                             got1 = 0, want, want1;
+                    memcpy(&got, d + (i * NV + j) * es, es);
+                    memcpy(&got1, d1 + (i * NV + j) * es, es);
+                    uint64_t sum = (x + y) & mask;
+                    if (ty[t].sgn) {
+                        int64_t sv = wrap_s((int64_t)sum, bits),
+                                xv = wrap_s((int64_t)x, bits);
+                        want = (uint64_t)(sv / (int64_t)nr) & mask;
+                        want1 = (uint64_t)(xv / (int64_t)nr) & mask;
+                    } else {
+                        want = (sum / (uint64_t)nr) & mask;
+                        want1 = (x / (uint64_t)nr) & mask;
+                    }
+                    if (got != want || got1 != want1) {
+                        bad = 1;
+                        CHECK(0, "%s avg at %d ranks: (%llx + %llx) -> %llx "
+                              "(want %llx), alone %llx (want %llx)",
+                              rcoll_datatype_name(ty[t].dt), nr,
+                              (unsigned long long)x, (unsigned long long)y,
+                              (unsigned long long)got,
+                              (unsigned long long)want,
+                              (unsigned long long)got1,
+                              (unsigned long long)want1);
+                    }
+                }
+            if (!bad)
+                CHECK(1, "");
+        }
+    }
+}
+
 static void test_nan_inf(void)
 {
     float a[6] = {NAN, 1.0f, INFINITY, -INFINITY, INFINITY, 0.0f};
@@ -242,6 +323,7 @@ int main(void)
     test_kernels_vs_scalar();
     test_16bit_kernels_exhaustive();
     test_wrap();
+    test_avg_rank_counts();
     test_nan_inf();
     printf("test_reduce: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

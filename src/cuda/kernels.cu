@@ -97,7 +97,11 @@ template <typename T> __device__ __forceinline__ T avg1(T a, T b, int n)
 {
     typedef typename U<T>::type UT;
     T s = (T)(UT)((UT)a + (UT)b); /* the wrapped sum, then truncate */
-    return (T)(s / (T)n);
+    /* divide by the count as a 64-bit integer of T's signedness, as the
+     * CPU does: (T)n is 0 for 8-bit types at 256 ranks */
+    if ((T)-1 < (T)0)
+        return (T)((long long)s / (long long)n);
+    return (T)((unsigned long long)s / (unsigned long long)n);
 }
 __device__ __forceinline__ float avg1(float a, float b, int n)
 { return (float)(((double)a + (double)b) / n); }

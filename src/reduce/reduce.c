@@ -353,11 +353,16 @@ rcoll_reduce_fn_t rcoll_reduce_get(rcoll_datatype_t dt, rcoll_op_t op)
     return table[dt][op];
 }
 
-#define AVG_INT(T, UT)                                                       \
+/* Integers: the wrapped sum in T, divided by the rank count as a 64-bit
+ * integer of T's signedness (truncating toward zero). Casting the count to
+ * T instead divided int8 by 0 at 256 ranks (SIGFPE) and by a negative
+ * number at 128-255. */
+#define AVG_INT(T, UT, WT)                                                   \
     do {                                                                     \
         T *dd = dst; const T *aa = a, *bb = b;                               \
         for (size_t i = 0; i < n; i++)                                       \
-            dd[i] = (T)((T)(UT)((UT)aa[i] + (UT)(bb ? bb[i] : 0)) / (T)nr);  \
+            dd[i] = (T)((WT)(T)(UT)((UT)aa[i] + (UT)(bb ? bb[i] : 0)) /      \
+                        (WT)nr);                                             \
     } while (0)
 #define AVG_F(T)                                                             \
     do {                                                                     \
@@ -377,13 +382,15 @@ rcoll_reduce_fn_t rcoll_reduce_get(rcoll_datatype_t dt, rcoll_op_t op)
 static void avg(rcoll_datatype_t dt, void *dst, const void *a, const void *b,
                 size_t n, int nr)
 {
+    if (nr < 1)
+        nr = 1; /* not reached: communicators have at least one rank */
     switch (dt) {
-    case RCOLL_INT8:     AVG_INT(int8_t, uint8_t); break;
-    case RCOLL_UINT8:    AVG_INT(uint8_t, uint8_t); break;
-    case RCOLL_INT32:    AVG_INT(int32_t, uint32_t); break;
-    case RCOLL_UINT32:   AVG_INT(uint32_t, uint32_t); break;
-    case RCOLL_INT64:    AVG_INT(int64_t, uint64_t); break;
-    case RCOLL_UINT64:   AVG_INT(uint64_t, uint64_t); break;
+    case RCOLL_INT8:     AVG_INT(int8_t, uint8_t, int64_t); break;
+    case RCOLL_UINT8:    AVG_INT(uint8_t, uint8_t, uint64_t); break;
+    case RCOLL_INT32:    AVG_INT(int32_t, uint32_t, int64_t); break;
+    case RCOLL_UINT32:   AVG_INT(uint32_t, uint32_t, uint64_t); break;
+    case RCOLL_INT64:    AVG_INT(int64_t, uint64_t, int64_t); break;
+    case RCOLL_UINT64:   AVG_INT(uint64_t, uint64_t, uint64_t); break;
     case RCOLL_FLOAT16:  AVG_H(half_to_float, float_to_half); break;
     case RCOLL_BFLOAT16: AVG_H(bf16_to_float, float_to_bf16); break;
     case RCOLL_FLOAT32:  AVG_F(float); break;
