@@ -99,6 +99,7 @@ for tl in shm tcp; do
     [ $tl = tcp ] && ns="2 3 8"
     for n in $ns; do
         e=""; [ $n = 8 ] && e="-e 16777216"
+        [ $tl = tcp ] && e="$e -L 1" # only the bootstrap's listener stays
         t "p2p: exchanges, tags, groups, overlap, $tl, $n ranks" 300 env RCOLL_TRANSPORTS=$tl \
             "$RUN" -n $n "$B/tests/test_p2p" $e
     done
@@ -159,6 +160,7 @@ for tl in tcp shm; do
 done
 t "faults: link cut, short survived, long named" 300 bash "$S/tests/faults/run.sh" "$B" cut tcp
 t "faults: bit flips after TCP, RCOLL_CHECKSUM" 300 bash "$S/tests/faults/run.sh" "$B" corrupt tcp
+t "faults: a failed epoll_ctl(MOD) is an error at once, naming the peer" 120 bash "$S/tests/faults/run.sh" "$B" epoll
 for tl in shm tcp; do
     t "footprint: 1000 communicators, no fd/thread/RSS growth, $tl" 300 env RCOLL_TRANSPORTS=$tl \
         "$RUN" -n 2 "$B/tests/test_many_comms" 1000

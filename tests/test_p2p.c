@@ -17,13 +17,19 @@
  *             its sender started first
  * Sizes run from 4 bytes to -e BYTES (default 64 MiB) by factors of 16.
  *
- * usage: test_p2p [-e max_bytes] [-T ring,halo,...]
+ * With -L N it also checks that the process holds N listening TCP
+ * sockets after init (the transports' listeners are closed once their
+ * mesh is up; what stays is the bootstrap's, for diagnosis queries).
+ *
+ * usage: test_p2p [-e max_bytes] [-T ring,halo,...] [-L listeners]
  * Exits 1 if anything failed (this rank's own count decides). */
 #include <rcoll.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, n;
 static rcoll_comm_t comm;
@@ -357,15 +363,60 @@ static void t_overlap(size_t bytes, int rnd)
     free(m);
 }
 
+/* Listening TCP sockets among this process's descriptors: the socket
+ * inodes of /proc/self/fd matched against /proc/net/tcp{,6} in state 0A
+ * (LISTEN). */
+static int count_listeners(void)
+{
+    unsigned long inodes[1024];
+    int ni = 0, found = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && ni < 1024) {
+        char path[300], link[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(path, link, sizeof(link) - 1);
+        if (k <= 0)
+            continue;
+        link[k] = '\0';
+        unsigned long ino;
+        if (sscanf(link, "socket:[%lu]", &ino) == 1)
+            inodes[ni++] = ino;
+    }
+    if (d)
+        closedir(d);
+    const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int f = 0; f < 2; f++) {
+        FILE *fp = fopen(files[f], "r");
+        char line[512];
+        while (fp && fgets(line, sizeof(line), fp)) {
+            unsigned st;
+            unsigned long ino;
+            if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st,
+                       &ino) != 2 || st != 0x0A)
+                continue;
+            for (int i = 0; i < ni; i++)
+                if (inodes[i] == ino)
+                    found++;
+        }
+        if (fp)
+            fclose(fp);
+    }
+    return found;
+}
+
 int main(int argc, char **argv)
 {
     size_t emax = (size_t)64 << 20;
+    int want_listeners = -1;
     const char *tests = "ring,halo,allpairs,tags,group,overlap";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-e") && i + 1 < argc)
             emax = (size_t)strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "-T") && i + 1 < argc)
             tests = argv[++i];
+        else if (!strcmp(argv[i], "-L") && i + 1 < argc)
+            want_listeners = atoi(argv[++i]);
     }
     rcoll_status_t st = rcoll_comm_init_env(&comm);
     if (st != RCOLL_OK) {
@@ -375,6 +426,16 @@ int main(int argc, char **argv)
     }
     rcoll_comm_rank(comm, &rank);
     rcoll_comm_size(comm, &n);
+    if (want_listeners >= 0) {
+        int got = count_listeners();
+        checks++;
+        if (got != want_listeners) {
+            failures++;
+            printf("FAIL rank %d: %d listening TCP sockets after init, "
+                   "expected %d (a transport's listener left open)\n", rank,
+                   got, want_listeners);
+        }
+    }
     int rnd = 0;
     for (size_t b = 4; b <= emax; b *= 16, rnd++) {
         if (n > 1 && has(tests, "ring"))

@@ -231,13 +231,26 @@ static void root_who(char *buf, size_t len, int r, const char *info,
  * rendezvous waits (briefly) for them before returning: its caller may
  * exit at once, which would cut the notices still going to other ranks. */
 static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t roots_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t roots_cond;
+static pthread_once_t roots_once = PTHREAD_ONCE_INIT;
 static int roots_running;
+
+/* roots_cond waits on CLOCK_MONOTONIC: a step of the wall clock must not
+ * stretch or cut the bound */
+static void roots_cond_init(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&roots_cond, &ca);
+    pthread_condattr_destroy(&ca);
+}
 
 static void roots_wait(double secs)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_once(&roots_once, roots_cond_init);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += (time_t)secs;
     pthread_mutex_lock(&roots_lock);
     while (roots_running > 0 &&
@@ -381,6 +394,7 @@ out:
     free(acc);
     close(a->listen_fd);
     free(a);
+    pthread_once(&roots_once, roots_cond_init);
     pthread_mutex_lock(&roots_lock);
     roots_running--;
     pthread_cond_broadcast(&roots_cond);

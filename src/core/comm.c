@@ -390,7 +390,9 @@ static void *progress_thread(void *arg)
         if (idle) {
             pthread_mutex_unlock(&c->engine);
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            /* idle_cond runs on CLOCK_MONOTONIC (comm init): a step of
+             * the wall clock must not stretch or cut this look */
+            clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += 1;
             int rc = pthread_cond_timedwait(&c->idle_cond, &c->lock, &ts);
             int look = rc == ETIMEDOUT && c->waiters == 0;
@@ -921,7 +923,11 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->engine, NULL);
-    pthread_cond_init(&c->idle_cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->idle_cond, &ca);
+    pthread_condattr_destroy(&ca);
     rcoll__log_rank = rank;
 
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -933,7 +939,12 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     }
     c->ev_wakeup.cb = wakeup_event;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->ev_wakeup};
-    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev);
+    if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) != 0) {
+        st = rcoll__set_error(RCOLL_ERR_SYSTEM, "rcoll_comm_init_rank: "
+                              "epoll_ctl(EPOLL_CTL_ADD) of the wake-up "
+                              "eventfd: %s", strerror(errno));
+        goto err;
+    }
 
     if (usable_transports() == 0) {
         st = rcoll__set_error(RCOLL_ERR_NO_DEVICE,

@@ -20,6 +20,9 @@
 #       data (LD_PRELOAD shim), and netem corrupt where the kernel has it:
 #       with RCOLL_CHECKSUM=1 every collective is bit-exact or an error
 #       (RCOLL_ERR_CORRUPT naming the sender); never a wrong result
+#   run.sh BUILDDIR epoll                     epoll_ctl(MOD) fails while a
+#       TCP send waits for EPOLLOUT (LD_PRELOAD shim): an error naming the
+#       call and the peer at once, not a stall until RCOLL_TIMEOUT
 #   run.sh BUILDDIR strangers                 connections without the job
 #       secret at the bootstrap root (half-open, random bytes, a wrong MAC,
 #       a rank of another job) are dropped; the job runs undisturbed; ranks
@@ -307,6 +310,30 @@ corrupt)
         echo "netem corrupt 1% on $tl: $exact rank-runs bit-exact, $errs errors, wrong results: $([ $bad = 0 ] && echo none || echo SOME)"
     fi
     [ $bad = 0 ] ;;
+epoll)
+    # a lost EPOLLOUT: epoll_ctl(MOD) fails (LD_PRELOAD shim, rank 0 only)
+    # when a large send has filled its socket; rank 0 must fail at once
+    # naming the call and the peer (before the fix the send sat until
+    # RCOLL_TIMEOUT, here 60 s), rank 1 must fail naming rank 0; never a
+    # wrong result, never a hang
+    SO="$B/tests/faults/.libs/libepollfail.so"
+    [ -f "$SO" ] || { echo "no $SO"; exit 1; }
+    t0=$(now)
+    rm -f "$LOG"/r[0-9]*.out
+    # (16 MiB slots: more in flight than the 8 MiB socket buffers hold)
+    start 2 tcp 300 7 67108864 RCOLL_TIMEOUT=60 RCOLL_CHUNK_SIZE=16M LD_PRELOAD="$SO" FAULT_EPOLL_RANKS=0
+    wait_all "$(plus "$t0" 50)"
+    took=$(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }")
+    r0=$(tail -n 1 "$LOG/r0.out"); r1=$(tail -n 1 "$LOG/r1.out")
+    echo "rank 0: $r0"; echo "rank 1: $r1"; echo "both ended after $took s"
+    bad=0
+    [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
+    case $r0 in ERROR*epoll_ctl*) ;; *) echo "rank 0 does not name epoll_ctl"; bad=1 ;; esac
+    case $r0 in *rank\ 1*) ;; *) echo "rank 0 does not name rank 1"; bad=1 ;; esac
+    case $r1 in ERROR*rank\ 0*) ;; *) echo "rank 1 does not name rank 0"; bad=1 ;; esac
+    awk "BEGIN { exit !($took < 30) }" || { echo "took $took s: waited for the timeout"; bad=1; }
+    grep -q "^WRONG" "$LOG/r0.out" "$LOG/r1.out" && { echo "a wrong result"; bad=1; }
+    [ $bad = 0 ] ;;
 strangers)
     # connections that do not know the job secret, at the bootstrap root
     # while the job forms: 4 half-open (connect, then silence), random
@@ -377,7 +404,8 @@ PY
     [ -n "$HUNG" ] && { echo "HANG"; bad=1; }
     # the ranks' own listeners while the job runs: the bootstrap listener
     # stays open for the timeout diagnosis (core/diag.c) and reads what
-    # arrives; the TCP transport's stays open unread. Strangers there (half
+    # arrives; the TCP transport's is closed once its mesh is up (test_p2p
+    # -L counts them). Strangers there (half
     # open, random bytes, a diagnosis-sized message with a wrong MAC) must
     # be dropped with a warning, and the job must finish bit-exact.
     start $n tcp 20000 5 65536

@@ -99,12 +99,24 @@ static int tcp_usable(char *why, size_t len)
     return 1;
 }
 
-static void tcp_sock_set_events(tcp_sock_t *s)
+static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err);
+
+/* Arms or disarms EPOLLOUT. A failed MOD would lose the wake-up a queued
+ * send waits for (it would stall until RCOLL_TIMEOUT), so it fails the
+ * peer at once, naming the call. 0 on success. */
+static int tcp_sock_set_events(tcp_sock_t *s)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP |
                                        (s->want_out ? EPOLLOUT : 0),
                              .data.ptr = &s->h};
-    epoll_ctl(s->ep->ctx->p.epfd, EPOLL_CTL_MOD, s->fd, &ev);
+    if (epoll_ctl(s->ep->ctx->p.epfd, EPOLL_CTL_MOD, s->fd, &ev) != 0) {
+        int err = errno;
+        tcp_ep_fail(s->ep, s->want_out ? "epoll_ctl(EPOLL_CTL_MOD) arming "
+                    "EPOLLOUT for a queued send failed" :
+                    "epoll_ctl(EPOLL_CTL_MOD) failed", err);
+        return -1;
+    }
+    return 0;
 }
 
 static void tcp_sock_close(tcp_sock_t *s)
@@ -224,7 +236,7 @@ static void tcp_sock_write(tcp_sock_t *s)
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 if (!s->want_out) {
                     s->want_out = 1;
-                    tcp_sock_set_events(s);
+                    (void)tcp_sock_set_events(s); /* fails the peer */
                 }
                 return;
             }
@@ -245,7 +257,7 @@ static void tcp_sock_write(tcp_sock_t *s)
     }
     if (s->want_out && s->txq_count == 0 && !s->closed) {
         s->want_out = 0;
-        tcp_sock_set_events(s);
+        (void)tcp_sock_set_events(s); /* fails the peer */
     }
 }
 
@@ -654,6 +666,11 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     free(acc);
     if (st != RCOLL_OK)
         goto err;
+    /* every lower rank is connected and higher ones are ours to call: the
+     * listener has done its work (left open, a stranger could still
+     * connect to it for the communicator's life) */
+    close(ctx->listen_fd);
+    ctx->listen_fd = -1;
     for (int peer = r + 1; peer < n; peer++) {
         for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
