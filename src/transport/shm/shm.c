@@ -179,18 +179,35 @@ static int shm_usable(char *why, size_t len)
     return 1;
 }
 
-/* Removes segments that a crashed process left behind: /rcoll-<pid>-*
- * whose process is gone. */
-static void shm_sweep_stale(void)
+/* The PID namespace of this process (the inode of /proc/self/ns/pid), or
+ * 0 if it cannot be read. Segment names carry it: a PID means something
+ * only in its own namespace, and containers that share /dev/shm (hostIPC,
+ * one pod) have different ones. */
+static unsigned long shm_pidns(void)
 {
-    DIR *d = opendir("/dev/shm");
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino
+                                               : 0;
+}
+
+/* Removes segments that a crashed process left behind:
+ * /rcoll-n<pidns>-<pid>-* of our own PID namespace whose process is gone.
+ * Segments of other namespaces (other containers on this /dev/shm) and
+ * names without a namespace are never judged: kill(pid, 0) says nothing
+ * about a PID of another namespace, and judging them once unlinked live
+ * segments of jobs in other containers during their setup. */
+static void shm_sweep_stale(unsigned long ns)
+{
+    DIR *d = ns ? opendir("/dev/shm") : NULL;
     struct dirent *e;
     if (!d)
         return;
     while ((e = readdir(d))) {
         int pid;
+        unsigned long their;
         char name[SHM_NAME_MAX + 2];
-        if (sscanf(e->d_name, "rcoll-%d-", &pid) != 1 || pid <= 0)
+        if (sscanf(e->d_name, "rcoll-n%lu-%d-", &their, &pid) != 2 ||
+            pid <= 0 || their != ns)
             continue;
         if (kill(pid, 0) == 0 || errno != ESRCH)
             continue;
@@ -669,12 +686,13 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     if (ctx->npeers) {
         uint8_t rnd[8];
         char hex[17];
-        shm_sweep_stale();
+        unsigned long ns = shm_pidns();
+        shm_sweep_stale(ns);
         if ((st = rcoll_random_bytes(rnd, sizeof(rnd))) != RCOLL_OK)
             goto err;
         rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
-        snprintf(ctx->name, sizeof(ctx->name), "/rcoll-%d-%s", (int)getpid(),
-                 hex);
+        snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
+                 (int)getpid(), hex);
         ctx->len = sizeof(shm_seg_hdr_t) +
                    (size_t)ctx->npeers *
                        shm_ring_bytes(ctx->slot_size, p->nslots);
