@@ -26,6 +26,7 @@ static struct {
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, unsigned, CUstream,
@@ -63,6 +64,7 @@ static void load(void)
     SYM(MemcpyDtoH, "cuMemcpyDtoH_v2");
     SYM(MemcpyHtoD, "cuMemcpyHtoD_v2");
     SYM(ModuleLoadData, "cuModuleLoadData");
+    SYM(ModuleUnload, "cuModuleUnload");
     SYM(ModuleGetFunction, "cuModuleGetFunction");
     SYM(LaunchKernel, "cuLaunchKernel");
 #undef SYM
@@ -178,12 +180,64 @@ rcoll_status_t rcoll_cuda_h2d(void *dst, const void *src, size_t bytes)
     return r == CUDA_SUCCESS ? RCOLL_OK : cu_error("cuMemcpyHtoD", r);
 }
 
-/* ---- kernels: one module per context (the module of the first context
- * that asks; a process driving several devices reloads per call, which
- * the tests do not do) ---- */
+/* ---- kernels: one module per context, loaded once and kept. A process
+ * that drives several devices (or contexts) alternately finds each one's
+ * module here; before, the module of the last context was the only one
+ * kept, so every switch loaded the fatbin again and the old modules were
+ * never unloaded. Past MOD_MAX contexts the oldest entry is unloaded in
+ * its context (if that context still exists) and reused. An entry whose
+ * context was destroyed and whose handle came back for a new one fails
+ * cuModuleGetFunction: it is dropped and loaded again, once. ---- */
+#define MOD_MAX 16
 static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUcontext mod_ctx;
-static CUmodule mod;
+static struct { CUcontext ctx; CUmodule mod; } mods[MOD_MAX];
+static int nmods, mod_next;
+static unsigned long mod_loads; /* for tests: fatbin loads so far */
+
+unsigned long rcoll_cuda_module_loads(void)
+{
+    pthread_mutex_lock(&mod_lock);
+    unsigned long n = mod_loads;
+    pthread_mutex_unlock(&mod_lock);
+    return n;
+}
+
+/* The module of ctx (current on this thread), loading it if needed; with
+ * `fresh`, any cached one is dropped first. Under mod_lock. */
+static CUresult module_of(CUcontext ctx, int fresh, CUmodule *out)
+{
+    int k;
+    for (k = 0; k < nmods; k++)
+        if (mods[k].ctx == ctx)
+            break;
+    if (k < nmods && !fresh) {
+        *out = mods[k].mod;
+        return CUDA_SUCCESS;
+    }
+    CUmodule m;
+    CUresult r = cu.ModuleLoadData(&m, rcoll_cuda_fatbin);
+    if (r != CUDA_SUCCESS)
+        return r;
+    mod_loads++;
+    if (k == nmods) { /* a new context: a free entry, or the oldest */
+        if (nmods < MOD_MAX) {
+            k = nmods++;
+        } else {
+            k = mod_next;
+            mod_next = (mod_next + 1) % MOD_MAX;
+            if (cu.CtxPushCurrent(mods[k].ctx) == CUDA_SUCCESS) {
+                cu.ModuleUnload(mods[k].mod);
+                CUcontext dummy;
+                cu.CtxPopCurrent(&dummy);
+            }
+        }
+    }
+    /* (a stale entry of a destroyed context: its module went with it) */
+    mods[k].ctx = ctx;
+    mods[k].mod = m;
+    *out = m;
+    return CUDA_SUCCESS;
+}
 
 static const char *const type_names[RCOLL_DATATYPE_COUNT] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64",
@@ -209,19 +263,13 @@ rcoll_status_t rcoll_cuda_reduce(rcoll_datatype_t dt, rcoll_op_t op,
     if (r != CUDA_SUCCESS || !ctx)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "GPU reduction: "
                                 "no current CUDA context on this thread");
+    CUmodule m;
     pthread_mutex_lock(&mod_lock);
-    if (!mod || mod_ctx != ctx) {
-        CUmodule m;
-        if ((r = cu.ModuleLoadData(&m, rcoll_cuda_fatbin)) != CUDA_SUCCESS) {
-            pthread_mutex_unlock(&mod_lock);
-            return cu_error("cuModuleLoadData (rcoll's kernels: no code for "
-                            "this GPU?)", r);
-        }
-        mod = m;
-        mod_ctx = ctx;
-    }
-    CUmodule m = mod;
+    r = module_of(ctx, 0, &m);
     pthread_mutex_unlock(&mod_lock);
+    if (r != CUDA_SUCCESS)
+        return cu_error("cuModuleLoadData (rcoll's kernels: no code for "
+                        "this GPU?)", r);
 
     size_t dts = rcoll_datatype_size(dt);
     int vec = op != RCOLL_AVG && ((uintptr_t)dst | (uintptr_t)a |
@@ -233,8 +281,15 @@ rcoll_status_t rcoll_cuda_reduce(rcoll_datatype_t dt, rcoll_op_t op,
         snprintf(name, sizeof(name), "rcoll_red_%s_%s%s", type_names[dt],
                  op_names[op], vec ? "_v" : "");
     CUfunction f;
-    if ((r = cu.ModuleGetFunction(&f, m, name)) != CUDA_SUCCESS)
-        return cu_error(name, r);
+    if ((r = cu.ModuleGetFunction(&f, m, name)) != CUDA_SUCCESS) {
+        /* a context destroyed and its handle reused: load afresh, once */
+        pthread_mutex_lock(&mod_lock);
+        r = module_of(ctx, 1, &m);
+        pthread_mutex_unlock(&mod_lock);
+        if (r != CUDA_SUCCESS ||
+            (r = cu.ModuleGetFunction(&f, m, name)) != CUDA_SUCCESS)
+            return cu_error(name, r);
+    }
     /* enough blocks to fill the GPU, each thread a few 16-byte vectors */
     size_t per = vec ? 16 / dts : 1, items = (n + per - 1) / per;
     unsigned threads = 512, blocks = (unsigned)((items + threads - 1) / threads);
@@ -249,6 +304,8 @@ rcoll_status_t rcoll_cuda_reduce(rcoll_datatype_t dt, rcoll_op_t op,
 }
 
 #else /* a build without the CUDA parts */
+
+unsigned long rcoll_cuda_module_loads(void) { return 0; }
 
 int rcoll_cuda_built(void) { return 0; }
 int rcoll_cuda_available(void) { return 0; }

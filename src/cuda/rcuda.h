@@ -33,5 +33,8 @@ rcoll_status_t rcoll_cuda_h2d(void *dst, const void *src, size_t bytes);
 rcoll_status_t rcoll_cuda_reduce(rcoll_datatype_t dt, rcoll_op_t op,
                                  void *dst, const void *a, const void *b,
                                  size_t n, int nranks, void *stream);
+/* How many times the kernels' module was loaded (one per context that
+ * reduced; for tests). */
+unsigned long rcoll_cuda_module_loads(void);
 
 #endif

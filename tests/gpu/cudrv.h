@@ -26,6 +26,9 @@ static struct {
     CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*CtxCreate)(CUcontext *, unsigned, CUdevice);
+    CUresult (*CtxDestroy)(CUcontext);
+    CUresult (*CtxGetDevice)(CUdevice *);
 } gd;
 
 #define GPU_CHECK(call)                                                      \
@@ -67,6 +70,9 @@ static inline int gpu_init(int dev, char *why, size_t len)
     GSYM(MemsetD8, "cuMemsetD8_v2");
     GSYM(StreamCreate, "cuStreamCreate");
     GSYM(StreamSynchronize, "cuStreamSynchronize");
+    GSYM(CtxCreate, "cuCtxCreate_v2");
+    GSYM(CtxDestroy, "cuCtxDestroy_v2");
+    GSYM(CtxGetDevice, "cuCtxGetDevice");
 #undef GSYM
     int count = 0;
     if (gd.Init(0) != CUDA_SUCCESS || gd.DeviceGetCount(&count) != CUDA_SUCCESS ||

@@ -27,6 +27,7 @@ t "gpu: reduction kernels, every type x op, bit-exact vs CPU" "$B/tests/gpu/test
 t "gpu: reduction kernel bandwidth >= 80% of device copy" "$B/tests/gpu/test_gpu" bandwidth
 t "gpu: stream order, kernel before and after, 2 ranks" "$RUN" -n 2 "$B/tests/gpu/test_gpu" stream
 t "gpu: mixed host/GPU buffers and non-blocking are errors" "$RUN" -n 2 "$B/tests/gpu/test_gpu" errors
+t "gpu: kernels' module loaded once per context, 2 contexts alternating" "$B/tests/gpu/test_gpu" contexts
 for n in 2 3 4; do
     t "gpu: matrix with GPU buffers, shm, $n ranks on one GPU" env RCOLL_TRANSPORTS=shm \
         "$RUN" -n $n "$B/tests/test_coll" -g -q -N $N

@@ -8,12 +8,17 @@
  *   stream     (under rcoll-run) a kernel writes the input on a stream just
  *              before rcoll_allreduce on that stream, another reads the
  *              output right after it: the result is exact;
+ *   contexts   reductions that alternate between two contexts of one
+ *              device load the kernels' module once per context (not at
+ *              every switch), stay bit-exact, and a context destroyed and
+ *              created again still reduces;
  *   errors     (under rcoll-run) a GPU sendbuf with a host recvbuf (and the
  *              reverse) is RCOLL_ERR_INVALID_ARGUMENT naming both, a GPU
  *              buffer in a non-blocking call RCOLL_ERR_NOT_SUPPORTED, and
  *              the communicator still works after them.
  * Without a GPU (or in a build without CUDA) each mode prints why and
- * exits 77 (skipped). usage: test_gpu kernels|bandwidth|stream|errors */
+ * exits 77 (skipped). usage: test_gpu kernels|bandwidth|stream|errors|
+ * contexts */
 #include "cudrv.h"
 #include "cuda/rcuda.h"
 #include "reduce/reduce.h"
@@ -237,6 +242,75 @@ static int errors(void)
 }
 #endif
 
+/* dst = a + b (int32) in the current context, checked on the host */
+static int ctx_reduce_once(int n, int seed)
+{
+    int32_t *ha = malloc(sizeof(int32_t) * (size_t)n),
+            *hb = malloc(sizeof(int32_t) * (size_t)n),
+            *hd = malloc(sizeof(int32_t) * (size_t)n);
+    void *a = gpu_alloc(sizeof(int32_t) * (size_t)n),
+         *b = gpu_alloc(sizeof(int32_t) * (size_t)n),
+         *d = gpu_alloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        ha[i] = seed * 1000 + i;
+        hb[i] = -i * 3;
+    }
+    gpu_put(a, ha, sizeof(int32_t) * (size_t)n);
+    gpu_put(b, hb, sizeof(int32_t) * (size_t)n);
+    int bad = rcoll_cuda_reduce(RCOLL_INT32, RCOLL_SUM, d, a, b, (size_t)n, 1,
+                                NULL) != RCOLL_OK;
+    if (bad)
+        printf("FAIL: reduce: %s\n", rcoll_last_error());
+    GPU_CHECK(gd.CtxSynchronize());
+    gpu_get(hd, d, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n && !bad; i++)
+        if (hd[i] != ha[i] + hb[i]) {
+            printf("FAIL: element %d: %d, expected %d\n", i, hd[i],
+                   ha[i] + hb[i]);
+            bad = 1;
+        }
+    gpu_free(a);
+    gpu_free(b);
+    gpu_free(d);
+    free(ha);
+    free(hb);
+    free(hd);
+    return bad;
+}
+
+static int contexts(void)
+{
+    CUdevice dev;
+    CUcontext c[2];
+    GPU_CHECK(gd.CtxGetDevice(&dev));
+    GPU_CHECK(gd.CtxCreate(&c[0], 0, dev));
+    GPU_CHECK(gd.CtxCreate(&c[1], 0, dev));
+    unsigned long before = rcoll_cuda_module_loads();
+    int bad = 0;
+    for (int i = 0; i < 200 && !bad; i++) {
+        GPU_CHECK(gd.CtxSetCurrent(c[i % 2]));
+        bad |= ctx_reduce_once(4097, i);
+    }
+    unsigned long loads = rcoll_cuda_module_loads() - before;
+    printf("200 reductions alternating between 2 contexts: %lu module "
+           "loads\n", loads);
+    if (loads != 2) {
+        printf("FAIL: expected 2 loads (one per context)\n");
+        bad = 1;
+    }
+    /* a context destroyed and another created (its handle may be reused):
+     * the stale entry must not break the reduction */
+    GPU_CHECK(gd.CtxSetCurrent(c[1]));
+    GPU_CHECK(gd.CtxDestroy(c[0]));
+    GPU_CHECK(gd.CtxCreate(&c[0], 0, dev));
+    GPU_CHECK(gd.CtxSetCurrent(c[0]));
+    bad |= ctx_reduce_once(1000, 7);
+    GPU_CHECK(gd.CtxDestroy(c[0]));
+    GPU_CHECK(gd.CtxDestroy(c[1]));
+    printf("%s: contexts\n", bad ? "FAIL" : "ok");
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "kernels";
@@ -263,7 +337,10 @@ int main(int argc, char **argv)
         return stream();
     if (!strcmp(mode, "errors"))
         return errors();
-    fprintf(stderr, "usage: test_gpu kernels|bandwidth|stream|errors\n");
+    if (!strcmp(mode, "contexts"))
+        return contexts();
+    fprintf(stderr, "usage: test_gpu kernels|bandwidth|stream|errors|"
+            "contexts\n");
     return 2;
 #endif
 }
