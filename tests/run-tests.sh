@@ -146,6 +146,7 @@ done
 t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
+t "config: settings that shape the wire must agree across ranks" 120 sh "$S/tests/test_config_agree.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
 # topology-aware placement: host-contiguous ring order, hierarchical
 # all-reduce, bytes across the network (tests/test_hosts.sh); hosts of one

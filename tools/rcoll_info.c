@@ -119,13 +119,17 @@ static void footprint(int n)
 
 static void params(void)
 {
-    printf("parameters (environment):\n");
+    printf("parameters (environment; those marked \"same on every rank\" "
+           "shape schedules or messages, and rcoll_comm_init* fails naming "
+           "the variable when ranks differ):\n");
     for (int i = 0; i < rcoll_config_nparams(); i++) {
         const rcoll_param_info_t *p = rcoll_config_param(i);
         char val[256];
         rcoll_config_value_string(i, val, sizeof(val));
-        printf("  %s=%s\n      [%s, default \"%s\"] %s\n", p->name, val,
-               p->type, p->deflt, p->doc);
+        printf("  %s=%s\n      [%s, default \"%s\"%s] %s\n", p->name, val,
+               p->type, p->deflt,
+               rcoll_config_is_shared(i) ? ", same on every rank" : "",
+               p->doc);
     }
 }
 

@@ -669,6 +669,97 @@ static uint32_t usable_transports(void)
  * reaches: shared memory needs the same host) and opens each transport
  * some pair needs, in the same order on every rank (setup is collective).
  * Every rank computes the same answer from the same all-gathered masks. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every rank must have the same value of each setting that shapes
+ * schedules or the wire (rcoll_config_is_shared): one all-gather of a
+ * hash over all of them; only when they differ, one of the per-setting
+ * hashes (which setting, which rank) and one of the values (to name
+ * both). Every rank sees the same gathered data, so all fail alike. */
+#define AGREE_MAX 32
+#define AGREE_VAL 120
+static rcoll_status_t config_agree(struct rcoll_comm *c)
+{
+    int n = c->nranks, me = c->rank, np = rcoll_config_nparams(), ns = 0;
+    int idx[AGREE_MAX];
+    uint64_t mine[AGREE_MAX], all = 0xcbf29ce484222325ull;
+    char v[AGREE_VAL];
+    for (int i = 0; i < np && ns < AGREE_MAX; i++) {
+        if (!rcoll_config_is_shared(i))
+            continue;
+        rcoll_config_value_string(i, v, sizeof(v));
+        idx[ns] = i;
+        mine[ns] = fnv1a(fnv1a(0xcbf29ce484222325ull,
+                               rcoll_config_param(i)->name), v);
+        all = fnv1a(fnv1a(all, rcoll_config_param(i)->name), v);
+        all = fnv1a(all, "\n");
+        ns++;
+    }
+    if (n == 1)
+        return RCOLL_OK;
+    rcoll_status_t st;
+    uint64_t *h = calloc((size_t)n, sizeof(uint64_t) * AGREE_MAX);
+    char *vals = NULL;
+    if (!h)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    h[me] = all;
+    if ((st = rcoll_bootstrap_allgather(&c->bs, h, sizeof(uint64_t))) !=
+        RCOLL_OK)
+        goto out;
+    int same = 1;
+    for (int a = 1; a < n; a++)
+        same &= h[a] == h[0];
+    if (same)
+        goto out;
+    memcpy(h + (size_t)me * AGREE_MAX, mine, sizeof(mine));
+    if ((st = rcoll_bootstrap_allgather(&c->bs, h,
+                                        sizeof(uint64_t) * AGREE_MAX)) !=
+        RCOLL_OK)
+        goto out;
+    int var = -1, who = -1;
+    for (int k = 0; k < ns && var < 0; k++)
+        for (int a = 1; a < n; a++)
+            if (h[(size_t)a * AGREE_MAX + k] != h[k]) {
+                var = k;
+                who = a;
+                break;
+            }
+    if (var < 0) { /* the sets differ: different builds of rcoll */
+        st = rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                              "the ranks' settings differ "
+                              "in a way this build cannot name (different "
+                              "rcoll versions on the ranks?)");
+        goto out;
+    }
+    if (!(vals = calloc((size_t)n, AGREE_VAL))) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+        goto out;
+    }
+    rcoll_config_value_string(idx[var], vals + (size_t)me * AGREE_VAL,
+                              AGREE_VAL);
+    if ((st = rcoll_bootstrap_allgather(&c->bs, vals, AGREE_VAL)) !=
+        RCOLL_OK)
+        goto out;
+    vals[AGREE_VAL - 1] = vals[(size_t)who * AGREE_VAL + AGREE_VAL - 1] = 0;
+    st = rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "%s differs between ranks: rank 0 (%s pid %d) has "
+        "\"%s\", rank %d (%s pid %d) has \"%s\"; it shapes schedules or "
+        "messages, so set it the same on every rank",
+        rcoll_config_param(idx[var])->name, c->bs.peers[0].hostname,
+        c->bs.peers[0].pid, vals, who, c->bs.peers[who].hostname,
+        c->bs.peers[who].pid, vals + (size_t)who * AGREE_VAL);
+out:
+    free(h);
+    free(vals);
+    return st;
+}
+
 static rcoll_status_t open_transports(struct rcoll_comm *c,
                                       const uint8_t secret[16])
 {
@@ -955,6 +1046,8 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     }
     st = rcoll_bootstrap_init(&c->bs, &root, secret, rank, nranks);
     if (st != RCOLL_OK)
+        goto err;
+    if ((st = config_agree(c)) != RCOLL_OK)
         goto err;
     c->eps = calloc((size_t)nranks, sizeof(*c->eps));
     c->peer_tl = calloc((size_t)nranks, sizeof(*c->peer_tl));

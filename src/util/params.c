@@ -376,6 +376,29 @@ int rcoll_config_nparams(void)
     return NPARAMS;
 }
 
+/* The settings that shape schedules or the wire: ranks that differ in one
+ * of them would exchange messages of other lengths or meanings (a hang,
+ * a size mismatch, or worse, messages of equal length and different
+ * meaning). rcoll_comm_init* compares them across ranks (core/comm.c).
+ * Settings that stay local (timeouts, logging, spin, which transports a
+ * rank offers, memory bounds) are not here. A new setting that shapes a
+ * schedule or a message goes here too. */
+static const char *const shared_params[] = {
+    "RCOLL_CHECKSUM",    "RCOLL_CHUNK_SIZE",      "RCOLL_NSLOTS",
+    "RCOLL_TCP_NSOCKS",  "RCOLL_P2P_EAGER",       "RCOLL_IB_QPS_PER_PEER",
+    "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
+    "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
+    "RCOLL_TUNE_REDUCE_GBPS"};
+
+int rcoll_config_is_shared(int i)
+{
+    for (size_t k = 0; k < sizeof(shared_params) / sizeof(shared_params[0]);
+         k++)
+        if (!strcmp(params[i].info.name, shared_params[k]))
+            return 1;
+    return 0;
+}
+
 const rcoll_param_info_t *rcoll_config_param(int i)
 {
     return (i >= 0 && i < NPARAMS) ? &params[i].info : NULL;

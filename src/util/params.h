@@ -85,6 +85,9 @@ int rcoll_config_nparams(void);
 rcoll_status_t rcoll_config_parse_value(const char *name, const char *value);
 const rcoll_param_info_t *rcoll_config_param(int i);
 void rcoll_config_value_string(int i, char *buf, size_t len);
+/* 1 if parameter i shapes schedules or the wire, so every rank of a
+ * communicator must have the same value (checked at init). */
+int rcoll_config_is_shared(int i);
 
 /* Parses "1k", "512K", "8M", "2G" (binary) into bytes; -1 on error. */
 int rcoll_parse_size(const char *s, size_t *out);
