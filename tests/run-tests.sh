@@ -143,6 +143,8 @@ for tl in shm tcp; do
         t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s
     done
 done
+t "fail: abort_race, 1000 trials: calls racing an abort from another thread" 120 \
+    "$B/tests/test_fail" abort_race 1000
 t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"

@@ -27,11 +27,18 @@
  *             for and so freed its request. The
  *             transport's late completions must not touch freed memory
  *             (run under ASan: tests/run-tests.sh's sanitizer job).
+ *   abort_race  (one process, TRIALS, default 1000) a thread calls
+ *             collectives, rcoll_comm_rank/size, dump and async-error on a
+ *             one-rank communicator in a loop while another aborts it
+ *             after a random delay; every call returns OK or an error
+ *             (never a crash; ASan and TSan see no use after free or
+ *             race: tests/run-tests.sh's sanitizer jobs).
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
  * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|
- *                  inflight|loop */
+ *                  inflight|abort_race [TRIALS]|loop */
 #include <rcoll.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -307,6 +314,107 @@ static int by_hand_loop(void)
     return (st == RCOLL_ERR_REMOTE && v && names(msg, atoi(v))) ? 3 : 1;
 }
 
+/* abort_race: the caller's thread loops calls; the aborting thread */
+struct race {
+    rcoll_comm_t c;
+    unsigned delay_us;
+    int aborted; /* atomic */
+    rcoll_status_t abort_st;
+};
+
+static void *race_abort(void *arg)
+{
+    struct race *r = arg;
+    usleep(r->delay_us);
+    r->abort_st = rcoll_comm_abort(r->c);
+    __atomic_store_n(&r->aborted, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int abort_race(int trials)
+{
+    unsigned seed = 12345;
+    int calls = 0, errors = 0, bad = 0;
+    /* the dumps go to stderr: keep the log readable */
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    fflush(stderr);
+    if (null >= 0)
+        dup2(null, 2);
+    for (int t = 0; t < trials && !bad; t++) {
+        rcoll_unique_id_t id;
+        struct race r = {0};
+        if (rcoll_get_unique_id(&id) != RCOLL_OK ||
+            rcoll_comm_init_rank(&r.c, 1, &id, 0) != RCOLL_OK) {
+            printf("init: %s\n", rcoll_last_error());
+            return 1;
+        }
+        seed = seed * 1103515245u + 12345u;
+        r.delay_us = (seed >> 8) % 300;
+        pthread_t th;
+        pthread_create(&th, NULL, race_abort, &r);
+        float a[64] = {1}, b[64];
+        /* until the abort has returned, and a few calls after it */
+        for (int k = 0, after = 0; after < 3; k++) {
+            /* returned before this call began */
+            int was = __atomic_load_n(&r.aborted, __ATOMIC_ACQUIRE);
+            if (was)
+                after++;
+            rcoll_status_t st;
+            int x;
+            rcoll_request_t q;
+            switch (k % 6) {
+            case 0: st = rcoll_allreduce(a, b, 64, RCOLL_FLOAT32, RCOLL_SUM,
+                                         r.c, NULL); break;
+            case 1: st = rcoll_comm_rank(r.c, &x); break;
+            case 2: st = rcoll_comm_size(r.c, &x); break;
+            case 3: st = rcoll_comm_dump(r.c); break;
+            case 4: {
+                rcoll_status_t e;
+                st = rcoll_comm_get_async_error(r.c, &e);
+                break;
+            }
+            default:
+                st = rcoll_ibroadcast(a, a, 64, RCOLL_FLOAT32, 0, r.c, NULL,
+                                      &q);
+                if (st == RCOLL_OK)
+                    st = rcoll_wait(q);
+            }
+            calls++;
+            if (st != RCOLL_OK) {
+                errors++;
+                if (st != RCOLL_ERR_INVALID_ARGUMENT &&
+                    st != RCOLL_ERR_ABORTED) {
+                    printf("trial %d: call %d returned %s: %s\n", t, k,
+                           rcoll_status_string(st), rcoll_last_error());
+                    bad = 1;
+                }
+            } else if (was) {
+                /* after the abort returned, nothing may succeed */
+                printf("trial %d: call %d succeeded on an aborted "
+                       "communicator\n", t, k);
+                bad = 1;
+            }
+        }
+        pthread_join(th, NULL);
+        if (r.abort_st != RCOLL_OK) {
+            printf("trial %d: rcoll_comm_abort: %s\n", t,
+                   rcoll_last_error());
+            bad = 1;
+        }
+    }
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    if (null >= 0)
+        close(null);
+    printf("abort_race: %d trials, %d calls, %d of them errors (the abort "
+           "under way or done), %s\n", trials, calls, errors,
+           bad ? "FAILED" : "ok");
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -314,6 +422,8 @@ int main(int argc, char **argv)
     const char *scn = argv[1];
     if (!strcmp(scn, "loop"))
         return by_hand_loop();
+    if (!strcmp(scn, "abort_race"))
+        return abort_race(argc > 2 ? atoi(argv[2]) : 1000);
     if (!strcmp(scn, "timeout") || !strcmp(scn, "cycle"))
         setenv("RCOLL_TIMEOUT", "2", 1);
     if (!strcmp(scn, "mismatch"))

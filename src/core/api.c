@@ -242,6 +242,7 @@ RCOLL_API rcoll_status_t rcoll_group_end(void)
         /* (the progress thread is woken even for blocking calls: the
          * group may span communicators, and we wait on one at a time) */
         rcoll_status_t st = rcoll__comm_post(c, r, 0);
+        rcoll__comm_release(c); /* the request holds its own now */
         if (st != RCOLL_OK) {
             /* never posted (r->comm stays NULL): its rcoll_wait, or ours
              * below, reports the error and frees it */
@@ -315,6 +316,7 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
     if (group_depth > 0) {
         /* only posted by rcoll_group_end, in call order */
         r->comm = comm;
+        rcoll__comm_ref(comm); /* until rcoll_group_end posts it */
         r->grouped = 1;
         r->group_wait = will_wait;
         r->refs = 1;
@@ -335,10 +337,18 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
     return RCOLL_OK;
 }
 
+/* The API's entry points hold a reference to the communicator for the
+ * whole call (rcoll__comm_get), so an rcoll_comm_abort from another
+ * thread cannot free it under them; a handle that is not live goes on
+ * without one and check() reports it. */
 static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
                            rcoll_request_t *req)
 {
-    return post_req(a, comm, req, 0);
+    if (!rcoll__comm_get(comm))
+        return post_req(a, comm, req, 0);
+    rcoll_status_t st = post_req(a, comm, req, 0);
+    rcoll__comm_release(comm);
+    return st;
 }
 
 static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm);
@@ -392,12 +402,23 @@ out:
     return st;
 }
 
+static rcoll_status_t run_held(const call_t *a, rcoll_comm_t comm);
+
 static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
+{
+    if (!rcoll__comm_get(comm))
+        return run_host(a, comm); /* check() says what is wrong */
+    rcoll_status_t st = run_held(a, comm);
+    rcoll__comm_release(comm);
+    return st;
+}
+
+static rcoll_status_t run_held(const call_t *a, rcoll_comm_t comm)
 {
     rcoll_status_t st;
     int dev = 0;
     rcoll__clear_error();
-    if (comm && rcoll__comm_live(comm) && check(a, comm) == RCOLL_OK) {
+    if (check(a, comm) == RCOLL_OK) {
         if ((st = mem_kind(a, comm, &dev)) != RCOLL_OK)
             return st;
         if (dev && group_depth > 0)

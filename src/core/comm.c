@@ -444,14 +444,39 @@ static void live_remove(struct rcoll_comm *c)
     pthread_mutex_unlock(&live_lock);
 }
 
-int rcoll__comm_live(const struct rcoll_comm *c)
+/* (lock order: live_lock, then a communicator's lock) */
+static int live_lookup(struct rcoll_comm *c, int take)
 {
     int found = 0;
     pthread_mutex_lock(&live_lock);
     for (struct rcoll_comm *x = live_head; x && !found; x = x->next_live)
         found = x == c;
+    if (found) {
+        pthread_mutex_lock(&c->lock);
+        found = !c->closed;
+        if (found && take)
+            c->refs++;
+        pthread_mutex_unlock(&c->lock);
+    }
     pthread_mutex_unlock(&live_lock);
     return found;
+}
+
+int rcoll__comm_live(const struct rcoll_comm *c)
+{
+    return live_lookup((struct rcoll_comm *)c, 0);
+}
+
+int rcoll__comm_get(struct rcoll_comm *c)
+{
+    return c && live_lookup(c, 1);
+}
+
+void rcoll__comm_ref(struct rcoll_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->refs++;
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* One communicator: its state and every posted operation with what it
@@ -503,12 +528,13 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
 
 rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm)
 {
-    if (comm && !rcoll__comm_live(comm))
+    if (comm && !rcoll__comm_get(comm))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_dump: comm %p is not a live "
                                 "communicator", (void *)comm);
     if (comm) {
         comm_dump_one(comm, stderr);
+        rcoll__comm_release(comm);
     } else {
         pthread_mutex_lock(&live_lock);
         int n = 0;
@@ -1149,10 +1175,21 @@ RCOLL_API rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
     return rcoll_boot_root_start(fd, secret, rcoll_config.timeout);
 }
 
+/* Called with a reference from rcoll__comm_get; drops it and the user's
+ * handle reference. Only the first destroy or abort closes: a second one
+ * (another thread) finds it closing and is an argument error. */
 static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
 {
     rcoll_status_t st;
     pthread_mutex_lock(&c->lock);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->lock);
+        rcoll__comm_release(c);
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "rcoll_comm_%s: comm %p is being destroyed "
+                                "or aborted by another call",
+                                abort ? "abort" : "destroy", (void *)c);
+    }
     c->closed = 1;
     c->stop = 1;
     if (abort) {
@@ -1171,7 +1208,8 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
                      c->error != RCOLL_OK ? c->errmsg : NULL);
     if (st != RCOLL_OK && !abort)
         rcoll__set_error(st, "%s", c->errmsg);
-    rcoll__comm_release(c);
+    rcoll__comm_release(c); /* ours */
+    rcoll__comm_release(c); /* the handle's */
     return abort ? RCOLL_OK : st;
 }
 
@@ -1181,7 +1219,7 @@ RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_destroy: comm is NULL");
-    if (!rcoll__comm_live(comm))
+    if (!rcoll__comm_get(comm))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_destroy: comm %p is not a live communicator "
                                 "(destroyed or aborted already?)",
@@ -1195,7 +1233,7 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_abort: comm is NULL");
-    if (!rcoll__comm_live(comm))
+    if (!rcoll__comm_get(comm))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_abort: comm %p is not a live communicator "
                                 "(destroyed or aborted already?)",
@@ -1203,8 +1241,7 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
     return comm_close(comm, 1);
 }
 
-RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
-                                             size_t len, void **handle)
+static rcoll_status_t comm_do_register(rcoll_comm_t comm, void *buf, size_t len, void **handle)
 {
     rcoll__clear_error();
     if (!comm || !buf || len == 0 || !handle)
@@ -1244,8 +1281,18 @@ RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
     return RCOLL_OK;
 }
 
-RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
-                                               void *handle)
+/* (a reference held for the call: see rcoll__comm_get) */
+RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
+                                             size_t len, void **handle)
+{
+    int held = comm && rcoll__comm_get(comm);
+    rcoll_status_t st = comm_do_register(comm, buf, len, handle);
+    if (held)
+        rcoll__comm_release(comm);
+    return st;
+}
+
+static rcoll_status_t comm_do_deregister(rcoll_comm_t comm, void *handle)
 {
     rcoll__clear_error();
     if (!comm || !handle)
@@ -1274,7 +1321,18 @@ RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
     return RCOLL_OK;
 }
 
-RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
+/* (a reference held for the call: see rcoll__comm_get) */
+RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
+                                               void *handle)
+{
+    int held = comm && rcoll__comm_get(comm);
+    rcoll_status_t st = comm_do_deregister(comm, handle);
+    if (held)
+        rcoll__comm_release(comm);
+    return st;
+}
+
+static rcoll_status_t comm_do_rank(rcoll_comm_t comm, int *rank)
 {
     if (!comm || !rank)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
@@ -1288,7 +1346,17 @@ RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
     return RCOLL_OK;
 }
 
-RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
+/* (a reference held for the call: see rcoll__comm_get) */
+RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
+{
+    int held = comm && rcoll__comm_get(comm);
+    rcoll_status_t st = comm_do_rank(comm, rank);
+    if (held)
+        rcoll__comm_release(comm);
+    return st;
+}
+
+static rcoll_status_t comm_do_size(rcoll_comm_t comm, int *size)
 {
     if (!comm || !size)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
@@ -1302,8 +1370,18 @@ RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
     return RCOLL_OK;
 }
 
-RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
-                                                    rcoll_status_t *err)
+/* (a reference held for the call: see rcoll__comm_get) */
+RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
+{
+    int held = comm && rcoll__comm_get(comm);
+    rcoll_status_t st = comm_do_size(comm, size);
+    if (held)
+        rcoll__comm_release(comm);
+    return st;
+}
+
+static rcoll_status_t comm_do_get_async_error(rcoll_comm_t comm,
+                                              rcoll_status_t *err)
 {
     if (!comm || !err)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
@@ -1319,6 +1397,17 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
         rcoll__set_error_str(comm->errmsg);
     pthread_mutex_unlock(&comm->lock);
     return RCOLL_OK;
+}
+
+/* (a reference held for the call: see rcoll__comm_get) */
+RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
+                                                    rcoll_status_t *err)
+{
+    int held = comm && rcoll__comm_get(comm);
+    rcoll_status_t st = comm_do_get_async_error(comm, err);
+    if (held)
+        rcoll__comm_release(comm);
+    return st;
 }
 
 /* ---- requests ---- */

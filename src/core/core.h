@@ -103,6 +103,13 @@ struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c);
  * it, so a destroyed or aborted handle is an argument error, not a crash;
  * an address reused by a newer communicator cannot be told apart) */
 int rcoll__comm_live(const struct rcoll_comm *c);
+/* 1 and a reference taken if c is a live communicator not being destroyed
+ * or aborted; every API call that takes a comm holds one for its whole
+ * length (rcoll__comm_release), so a rcoll_comm_abort from another thread
+ * cannot free the communicator under it. */
+int rcoll__comm_get(struct rcoll_comm *c);
+/* A reference more on a communicator the caller already holds one of. */
+void rcoll__comm_ref(struct rcoll_comm *c);
 
 /* Timeout diagnosis (core/diag.c): the question a timed-out rank sends
  * to the rank it waits for, and the answer, over the bootstrap listener. */
