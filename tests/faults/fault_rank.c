@@ -5,7 +5,9 @@
  *   fault_rank ITERS SEED [MAXBYTES]
  *
  * Runs ITERS collectives chosen from SEED (the same sequence on every
- * rank): all-reduce, reduce, reduce-scatter, all-gather, broadcast, with a
+ * rank): all-reduce, reduce, reduce-scatter, all-gather, broadcast - and
+ * with FAULT_ALL=1 also all-to-all and a point-to-point ring exchange
+ * (isend to the next rank, irecv from the previous, tagged) - with a
  * random datatype, op, root and count (up to MAXBYTES per rank, default
  * 1 MiB), and checks each result bit-exact against tests/ref.h. Prints
  *   READY <epoch s>            after init
@@ -45,7 +47,8 @@ static const rcoll_datatype_t types[] = {
 static const rcoll_op_t ops[] = {RCOLL_SUM, RCOLL_PROD, RCOLL_MIN, RCOLL_MAX,
                                  RCOLL_AVG};
 static const char *const names[] = {"allreduce", "reduce", "reduce_scatter",
-                                    "allgather", "broadcast"};
+                                    "allgather", "broadcast", "alltoall",
+                                    "p2p_ring"};
 
 int main(int argc, char **argv)
 {
@@ -72,8 +75,10 @@ int main(int argc, char **argv)
     char *sb = malloc(cap), *rb = malloc(cap), *ex = malloc(cap);
     if (!sb || !rb || !ex)
         return 2;
+    const char *all = getenv("FAULT_ALL");
+    int nkinds = all && atoi(all) ? 7 : 5;
     for (int it = 0; it < iters; it++) {
-        int k = (int)(next_rand() % 5);
+        int k = (int)(next_rand() % (uint64_t)nkinds);
         rcoll_datatype_t dt = types[next_rand() % 10];
         rcoll_op_t op = ops[next_rand() % 5];
         int root = (int)(next_rand() % (uint64_t)n);
@@ -115,6 +120,36 @@ int main(int argc, char **argv)
                          RCOLL_SUM, q, salt);
             check = cnt * (size_t)n;
             break;
+        case 5:
+            cnt = MIN(cnt, maxb / s / (size_t)n);
+            for (int q = 0; q < n; q++) /* block q goes to rank q */
+                ref_fill(sb + (size_t)q * cnt * s, cnt, (size_t)q * cnt, dt,
+                         RCOLL_SUM, rank, salt);
+            st = rcoll_alltoall(sb, rb, cnt, dt, c, NULL);
+            for (int q = 0; q < n; q++) /* block q came from rank q */
+                ref_fill(ex + (size_t)q * cnt * s, cnt, (size_t)rank * cnt,
+                         dt, RCOLL_SUM, q, salt);
+            check = cnt * (size_t)n;
+            break;
+        case 6: {
+            int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+            rcoll_request_t rq[2];
+            ref_fill(sb, cnt, 0, dt, RCOLL_SUM, rank, salt);
+            ref_fill(ex, cnt, 0, dt, RCOLL_SUM, prev, salt);
+            check = n > 1 ? cnt : 0;
+            if (n == 1)
+                break;
+            st = rcoll_isend_tag(sb, cnt, dt, next, it, c, NULL, &rq[0]);
+            if (st == RCOLL_OK) {
+                st = rcoll_irecv_tag(rb, cnt, dt, prev, it, c, NULL, &rq[1]);
+                if (st == RCOLL_OK)
+                    st = rcoll_wait(rq[1]);
+                rcoll_status_t s0 = rcoll_wait(rq[0]);
+                if (st == RCOLL_OK)
+                    st = s0;
+            }
+            break;
+        }
         default:
             if (rank == root)
                 ref_fill(rb, cnt, 0, dt, RCOLL_SUM, root, salt);

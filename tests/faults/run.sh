@@ -23,6 +23,16 @@
 #   run.sh BUILDDIR epoll                     epoll_ctl(MOD) fails while a
 #       TCP send waits for EPOLLOUT (LD_PRELOAD shim): an error naming the
 #       call and the peer at once, not a stall until RCOLL_TIMEOUT
+#   run.sh BUILDDIR campaign TRANSPORT [TRIALS] [SEED]   (outside CI)
+#       randomized trials: 2-8 ranks, every collective, all-to-all and
+#       point to point (FAULT_ALL=1); SIGKILL or SIGSTOP of a random rank,
+#       and over tcp/ib also a link cut longer or shorter than
+#       RCOLL_TIMEOUT and (where the kernel has netem) 10 % loss, at a
+#       random moment (init, mid-run, destroy). Counts: hangs, wrong
+#       results, survivors that name the culprit, finish, or fail without
+#       naming it. Exits 1 on any hang or wrong result, on a survivor of a
+#       kill/stop that fails without naming the culprit after init, and on
+#       an error where every rank should have survived.
 #   run.sh BUILDDIR strangers                 connections without the job
 #       secret at the bootstrap root (half-open, random bytes, a wrong MAC,
 #       a rank of another job) are dropped; the job runs undisturbed; ranks
@@ -334,6 +344,79 @@ epoll)
     awk "BEGIN { exit !($took < 30) }" || { echo "took $took s: waited for the timeout"; bad=1; }
     grep -q "^WRONG" "$LOG/r0.out" "$LOG/r1.out" && { echo "a wrong result"; bad=1; }
     [ $bad = 0 ] ;;
+campaign)
+    tl=${1:-tcp}; trials=${2:-1000}; seed=${3:-1}
+    RANDOM=$seed
+    faults="kill stop"
+    [ "$tl" != shm ] && faults="$faults cut_long cut_short"
+    [ "$tl" != shm ] && have_netem && faults="$faults loss"
+    nf=$(echo $faults | wc -w)
+    hangs=0; wrongs=0; named=0; finished=0; unnamed_init=0; unnamed=0; other=0
+    T0=$(now)
+    : > "$LOG/campaign.txt"
+    for i in $(seq 1 "$trials"); do
+        n=$((2 + RANDOM % 7)); victim=$((RANDOM % n))
+        fault=$(echo $faults | cut -d' ' -f$((1 + RANDOM % nf)))
+        iters=$((5 + RANDOM % 200)); delay=$((RANDOM % 1200))
+        rm -f "$LOG"/r[0-9]*.out
+        start $n "$tl" $iters $((seed * 100000 + i)) 131072 RCOLL_TIMEOUT=4 FAULT_ALL=1
+        sleep "$(awk "BEGIN { print $delay / 1000 }")"
+        vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
+        tk=$(now)
+        phase=mid
+        grep -q READY "$LOG/r$victim.out" 2> /dev/null || phase=init
+        grep -q DONE "$LOG/r$victim.out" 2> /dev/null && phase=destroy
+        culprit=$victim; survive=0
+        case $fault in
+        kill) kill -9 "$vp" 2> /dev/null; wait "$vp" 2> /dev/null
+              PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ') ;;
+        stop) kill -STOP "$vp" 2> /dev/null
+              PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ') ;;
+        cut_long) ip -n $A link set $VA down; culprit=any ;;
+        cut_short) ip -n $A link set $VA down; sleep 1; ip -n $A link set $VA up; survive=1 ;;
+        loss) ip netns exec $A tc qdisc add dev $VA root netem loss 10%
+              ip netns exec $Z tc qdisc add dev $VB root netem loss 10%; survive=1 ;;
+        esac
+        wait_all "$(plus $tk 25)"
+        case $fault in
+        stop) kill -CONT "$vp" 2> /dev/null; kill -9 "$vp" 2> /dev/null; wait "$vp" 2> /dev/null ;;
+        cut_long) ip -n $A link set $VA up ;;
+        loss) ip netns exec $A tc qdisc del dev $VA root 2> /dev/null
+              ip netns exec $Z tc qdisc del dev $VB root 2> /dev/null ;;
+        esac
+        tbad=0
+        if [ -n "$HUNG" ]; then hangs=$((hangs + 1)); tbad=1; fi
+        for r in $(seq 0 $((n - 1))); do
+            case $fault in kill|stop) [ $r = $victim ] && continue ;; esac
+            last=$(tail -n 1 "$LOG/r$r.out" 2> /dev/null)
+            case $last in
+            DONE*) finished=$((finished + 1)) ;;
+            WRONG*) wrongs=$((wrongs + 1)); tbad=1 ;;
+            ERROR*)
+                if [ $survive = 1 ]; then
+                    other=$((other + 1)); tbad=1
+                elif [ $culprit = any ] && echo "$last" | grep -Eq "rank [0-9]"; then
+                    named=$((named + 1))
+                elif echo "$last" | grep -Eq "rank $culprit[^0-9]"; then
+                    named=$((named + 1))
+                elif [ $phase = init ]; then
+                    unnamed_init=$((unnamed_init + 1))
+                else
+                    unnamed=$((unnamed + 1)); tbad=1
+                fi ;;
+            *) other=$((other + 1)); tbad=1 ;;
+            esac
+        done
+        echo "trial $i: $n ranks, $fault of rank $victim at ${delay} ms ($phase), $iters ops: $([ $tbad = 0 ] && echo ok || echo BAD)" >> "$LOG/campaign.txt"
+        if [ $tbad = 1 ]; then
+            mkdir -p "$LOG/campaign$i" && cp "$LOG"/r*.out "$LOG/campaign$i/" 2> /dev/null
+            echo "trial $i: $n ranks, $fault of rank $victim at ${delay} ms ($phase): BAD (logs: $LOG/campaign$i)"
+            tail -q -n 1 "$LOG"/r*.out | head -n 8 | sed 's/^/    /'
+        fi
+        [ $((i % 50)) = 0 ] && echo "... $i trials, $(awk "BEGIN { printf \"%.0f\", $(now) - $T0 }") s"
+    done
+    echo "campaign/$tl: $trials trials (faults: $faults) in $(awk "BEGIN { printf \"%.0f\", $(now) - $T0 }") s: hangs $hangs, wrong results $wrongs; survivors: $named named the culprit, $finished finished, $unnamed_init failed during init without naming it, $unnamed failed after init without naming it, $other other (an error where all should survive, or no verdict)"
+    [ $hangs = 0 ] && [ $wrongs = 0 ] && [ $unnamed = 0 ] && [ $other = 0 ] ;;
 strangers)
     # connections that do not know the job secret, at the bootstrap root
     # while the job forms: 4 half-open (connect, then silence), random
