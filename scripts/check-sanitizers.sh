@@ -17,18 +17,28 @@
 #   build-fuzz  the libFuzzer targets (tests/fuzz/run.sh): each replays its
 #               seed corpus (past findings included), then fuzzes for
 #               RCOLL_FUZZ_SECONDS (default 8)
-# Prints "N passed, M failed" over the four. Usage: check-sanitizers.sh
+# Prints "N passed, M failed, K skipped" over the four as its last line
+# (the parts' own summaries are prefixed "  [part]"). Usage: check-sanitizers.sh
 set -u
 cd "$(dirname "$0")/.."
 S=$(pwd)
 tmp=$(mktemp -d)
-p=0; f=0
-sum() { # sum LOG: adds its "N passed, M failed" (a missing line is a failure)
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
-    if [ -z "$line" ]; then f=$((f + 1)); return; fi
+p=0; f=0; k=0
+# sum LOG: adds its part's summary - the last line of LOG, "N passed, M
+# failed[, K skipped]" - to the totals; a missing or different last line
+# (a part that died) is a failure. The parts' own summaries are shown as
+# "  [part] N passed, ..." so that only this script's closing line reads
+# as a summary to scripts/test.sh.
+sum() {
+    line=$(tail -n 1 "$1" | grep -E '^[0-9]+ passed, [0-9]+ failed')
+    if [ -z "$line" ]; then echo "  (no closing summary in this part: counted as a failure)"; f=$((f + 1)); return; fi
     p=$((p + $(echo "$line" | sed 's/ passed.*//')))
     f=$((f + $(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')))
+    ks=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+    k=$((k + ${ks:-0}))
 }
+# show PART: a part's filtered output, its summary prefixed
+show() { sed -E "s/^([0-9]+ passed, [0-9]+ failed.*)/  [$1] \1/"; }
 # (without the CUDA kernels: nvcc adds half a minute per build, and no GPU
 # code runs here; the C side of GPU buffers is built either way)
 build() { # build DIR CONFIGURE-FLAG
@@ -44,7 +54,8 @@ if build build-asan --enable-asan; then
     (cd build-asan &&
      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      RCOLL_TEST_FILTER='unit|api|matrix, (shm|tcp), 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
-     make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/asan"
+     make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' > "$tmp/asan"
+    show asan < "$tmp/asan"
     sum "$tmp/asan"
 else
     f=$((f + 1))
@@ -56,7 +67,8 @@ echo "== ThreadSanitizer (build-tsan)"
 if build build-tsan --enable-tsan; then
     (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
      RCOLL_TEST_FILTER='nonblocking|abort_thread|abort_race|unit|p2p: .*shm, 3 ranks' make -j"$(nproc)" check 2>&1) |
-        grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' | tee "$tmp/tsan"
+        grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' > "$tmp/tsan"
+    show tsan < "$tmp/tsan"
     sum "$tmp/tsan"
 else
     f=$((f + 1))
@@ -86,6 +98,7 @@ if command -v valgrind > /dev/null && [ -x build/tests/test_units ]; then
         ./libtool --mode=execute $VG tests/test_coll -q -N 0,7,1023,70001
     cd ..
     echo "$vp passed, $vf failed" > "$tmp/vg"
+    show valgrind < "$tmp/vg"
     sum "$tmp/vg"
 else
     echo "valgrind or build/ missing"; f=$((f + 1))
@@ -94,16 +107,14 @@ echo "== valgrind took $(( $(date +%s) - t0 )) s"
 
 t0=$(date +%s)
 echo "== libFuzzer targets (tests/fuzz/run.sh, ${RCOLL_FUZZ_SECONDS:-8} s each)"
-sh tests/fuzz/run.sh build build-fuzz "${RCOLL_FUZZ_SECONDS:-8}" 2>&1 | tee "$tmp/fuzz"
-rc=$?
-if grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/fuzz"; then
-    sum "$tmp/fuzz"
-elif ! command -v clang > /dev/null; then
-    echo "SKIP  fuzz: no clang"
+if ! command -v clang > /dev/null; then
+    echo "SKIP  fuzz: libFuzzer targets: no clang"; k=$((k + 1))
 else
-    f=$((f + 1))
+    sh tests/fuzz/run.sh build build-fuzz "${RCOLL_FUZZ_SECONDS:-8}" > "$tmp/fuzz" 2>&1
+    show fuzz < "$tmp/fuzz"
+    sum "$tmp/fuzz"
 fi
 echo "== fuzzing took $(( $(date +%s) - t0 )) s"
 rm -rf "$tmp"
-echo "$p passed, $f failed"
+echo "$p passed, $f failed, $k skipped"
 [ "$f" = 0 ]

@@ -46,8 +46,10 @@ cd "$src/bindings/torch/tests" || fail "no tests directory"
 echo "check-torch: tests took $(( $(date +%s) - t2 )) s"
 line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$build/torch-tests.out" | tail -n 1)
 n() { echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $1.*/\1/p"; }
-p=$(n passed); f=$(n failed); e=$(n error)
-p=${p:-0}; f=$(( ${f:-0} + ${e:-0} ))
+p=$(n passed); f=$(n failed); e=$(n error); k=$(n skipped)
+p=${p:-0}; f=$(( ${f:-0} + ${e:-0} )); k=${k:-0}
 [ -n "$line" ] || f=$((f + 1))
-echo "$p passed, $f failed"
+# each skip with its reason (pytest -rs), as the other stages list theirs
+grep -E '^SKIPPED' "$build/torch-tests.out" | sed 's/^SKIPPED/SKIP  torch:/'
+echo "$p passed, $f failed, $k skipped"
 [ "$f" = 0 ]

@@ -5,56 +5,77 @@
 # it), then the sanitizer and memcheck jobs (scripts/check-sanitizers.sh;
 # RCOLL_SKIP_SANITIZERS=1 skips them), then the PyTorch backend's tests
 # (scripts/check-torch.sh: torch 2.x from PyPI in a virtual environment;
-# RCOLL_SKIP_TORCH=1 skips them). The last line is "N passed, M failed"
-# over all of them.
+# RCOLL_SKIP_TORCH=1 skips them). Each stage counts by its own closing
+# summary only, and a stage whose summary is missing, or that exits
+# non-zero without a failure counted, is a failure. The skipped tests are
+# listed with their reasons, then the last line is
+# "N passed, M failed, K skipped" over all of them.
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/build.sh
 cd build
 tmp=$(mktemp -d)
-run() { # run TARGET: make TARGET, output shown and kept, status in $tmp/TARGET.rc
-    { st=0; make -j"$(nproc)" "$1" 2>&1 || st=$?; echo $st > "$tmp/$1.rc"; } |
-        grep -v -E '^make(\[[0-9]+\])?: (Entering|Leaving)' | tee "$tmp/$1.log"
+set +e
+P=0; F=0; K=0
+# stage NAME CMD...: runs it, output shown and kept, status in $tmp/NAME.rc
+stage() {
+    name=$1; shift
+    { st=0; "$@" 2>&1 || st=$?; echo $st > "$tmp/$name.rc"; } |
+        grep -v -E '^make(\[[0-9]+\])?: (Entering|Leaving)' | tee "$tmp/$name.log"
 }
-count() { # count TARGET passed|failed: that number from its summary line
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/$1.log" | tail -n 1)
-    n=$(echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $2.*/\1/p")
-    echo "${n:-0}"
+# tally NAME last|any: adds the stage's summary ("N passed, M failed[, K
+# skipped]": its last line for scripts, its last such line for make
+# targets, whose own error lines may follow it)
+tally() {
+    if [ "$2" = last ]; then
+        line=$(tail -n 1 "$tmp/$1.log" | grep -E '^[0-9]+ passed, [0-9]+ failed')
+    else
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/$1.log" | tail -n 1)
+    fi
+    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    k=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+    p=${p:-0}; f=${f:-0}; k=${k:-0}
+    rc=$(cat "$tmp/$1.rc" 2> /dev/null || echo missing)
+    if [ -z "$line" ]; then
+        echo "== $1: no closing summary (the stage died?): counted as a failure"
+        f=$((f + 1))
+    elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+        echo "== $1: exit status $rc with no failure counted: counted as a failure"
+        f=$((f + 1))
+    fi
+    P=$((P + p)); F=$((F + f)); K=$((K + k))
 }
 t0=$(date +%s)
-run check
+stage check make -j"$(nproc)" check
 echo "== make check took $(( $(date +%s) - t0 )) s"
-p=$(count check passed); f=$(count check failed)
-[ "$(cat "$tmp/check.rc" 2> /dev/null)" = 0 ] || [ "$f" -gt 0 ] || f=$((f + 1))
+tally check any
 if [ "${RCOLL_SKIP_RDMA:-0}" != 1 ]; then
     echo "== make check-rdma (RDMA verbs in a QEMU guest)"
     t0=$(date +%s)
-    run check-rdma
+    stage check-rdma make -j"$(nproc)" check-rdma
     echo "== make check-rdma took $(( $(date +%s) - t0 )) s"
-    rp=$(count check-rdma passed); rf=$(count check-rdma failed)
-    rrc=$(cat "$tmp/check-rdma.rc" 2> /dev/null || echo missing)
-    [ "$rrc" = 0 ] || [ "$rf" -gt 0 ] || rf=$((rf + 1))
-    p=$((p + rp)); f=$((f + rf))
+    tally check-rdma any
 fi
 if [ "${RCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== sanitizers: ASan+UBSan, TSan, valgrind (scripts/check-sanitizers.sh)"
     t0=$(date +%s)
-    st=0
-    sh ../scripts/check-sanitizers.sh 2>&1 | tee "$tmp/san.log" || true
+    stage san sh ../scripts/check-sanitizers.sh
     echo "== sanitizers took $(( $(date +%s) - t0 )) s"
-    sp=$(count san passed); sf=$(count san failed)
-    grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/san.log" || sf=$((sf + 1))
-    p=$((p + sp)); f=$((f + sf))
+    tally san last
 fi
 if [ "${RCOLL_SKIP_TORCH:-0}" != 1 ]; then
     echo "== PyTorch backend: bindings/torch tests against gloo (scripts/check-torch.sh)"
     t0=$(date +%s)
-    sh ../scripts/check-torch.sh 2>&1 | tee "$tmp/torch.log" || true
+    stage torch sh ../scripts/check-torch.sh
     echo "== PyTorch backend took $(( $(date +%s) - t0 )) s"
-    tp=$(count torch passed); tf=$(count torch failed)
-    grep -qE '^[0-9]+ passed, [0-9]+ failed' "$tmp/torch.log" || tf=$((tf + 1))
-    p=$((p + tp)); f=$((f + tf))
+    tally torch last
+fi
+skips=$(cat "$tmp"/*.log 2> /dev/null | grep -E '^SKIP ')
+if [ -n "$skips" ]; then
+    echo "skipped (with their reasons):"
+    echo "$skips" | sed 's/^/  /'
 fi
 rm -rf "$tmp"
-echo "$p passed, $f failed"
-[ "$f" = 0 ]
+echo "$P passed, $F failed, $K skipped"
+[ "$F" = 0 ]

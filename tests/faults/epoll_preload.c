@@ -2,6 +2,9 @@
  * fail with ENOMEM from its FAULT_EPOLL_MOD_FAIL-th call on (default 1),
  * in the processes of the ranks listed in FAULT_EPOLL_RANKS (a
  * comma-separated list matched against RCOLL_RANK; unset: every process).
+ * With FAULT_EPOLL_SMALLBUF=1 it also caps SO_SNDBUF/SO_RCVBUF at 64 KiB,
+ * so that any large send fills its socket and waits for EPOLLOUT (the
+ * case under test) instead of only some, by chance.
  * The point of the test: a send that waits for EPOLLOUT and loses it fails
  * at once with an error naming epoll_ctl and the peer, instead of sitting
  * until RCOLL_TIMEOUT. */
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 static int (*real_ctl)(int, int, int, struct epoll_event *);
 static long from = -1, calls;
@@ -48,4 +52,22 @@ __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd,
         return -1;
     }
     return real_ctl(epfd, op, fd, ev);
+}
+
+static int (*real_setsockopt)(int, int, int, const void *, socklen_t);
+
+__attribute__((visibility("default"))) int setsockopt(int fd, int level,
+                                                     int name, const void *v,
+                                                     socklen_t len)
+{
+    if (!real_setsockopt)
+        real_setsockopt = (int (*)(int, int, int, const void *,
+                                   socklen_t))dlsym(RTLD_NEXT, "setsockopt");
+    const char *e = getenv("FAULT_EPOLL_SMALLBUF");
+    if (e && atoi(e) && armed() && level == SOL_SOCKET &&
+        (name == SO_SNDBUF || name == SO_RCVBUF) && len == sizeof(int)) {
+        int small = 65536;
+        return real_setsockopt(fd, level, name, &small, sizeof(small));
+    }
+    return real_setsockopt(fd, level, name, v, len);
 }

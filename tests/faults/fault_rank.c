@@ -13,7 +13,9 @@
  *   READY <epoch s>            after init
  *   ERROR <iter> <epoch s> <status>: <message>   (exit 3) on an error
  *   WRONG <iter> <coll>: N of M elements differ  (exit 4): a wrong result
- *   DONE <n> collectives <epoch s>               (exit 0)
+ *   DONE <n> collectives <epoch s>               (exit 0, only after
+ *                              rcoll_comm_destroy succeeded; a failed
+ *                              destroy is ERROR destroy ..., exit 3)
  * and destroys the communicator in every case. A wrong result is the one
  * outcome the suite never accepts: a fault must become an error. */
 #include "../ref.h"
@@ -179,10 +181,17 @@ int main(int argc, char **argv)
             return 4;
         }
     }
-    rcoll_comm_destroy(c);
+    /* the verdict comes after destroy: an error or crash in it (a peer
+     * that died at the end) must not pass as DONE */
+    rcoll_status_t dst = rcoll_comm_destroy(c);
     free(sb);
     free(rb);
     free(ex);
+    if (dst != RCOLL_OK) {
+        printf("ERROR destroy %.3f %s: %s\n", epoch(),
+               rcoll_status_string(dst), rcoll_last_error());
+        return 3;
+    }
     printf("DONE %d collectives %.3f\n", iters, epoch());
     return 0;
 }
