@@ -104,8 +104,11 @@ static void wakeup_event(rcoll_ev_handler_t *h, uint32_t events)
         ;
 }
 
-/* Makes the progress thread leave epoll_wait (or a transport's wait). */
-static void comm_kick(struct rcoll_comm *c)
+/* Makes the progress thread leave epoll_wait (or a transport's wait).
+ * c->lock held: the transports are taken out under it before they are
+ * destroyed (close_transports), so a kick from a thread that posts while
+ * another closes never reaches a destroyed context. */
+static void comm_kick_locked(struct rcoll_comm *c)
 {
     uint64_t one = 1;
     if (c->wait_tl >= 0 && c->tls[c->wait_tl]->kick)
@@ -114,13 +117,20 @@ static void comm_kick(struct rcoll_comm *c)
         rcoll_warn("eventfd write: %s", strerror(errno));
 }
 
+static void comm_kick(struct rcoll_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    comm_kick_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Makes the progress thread look at the queue, wherever it waits. */
 static void comm_wake(struct rcoll_comm *c)
 {
     pthread_mutex_lock(&c->lock);
     pthread_cond_signal(&c->idle_cond);
+    comm_kick_locked(c);
     pthread_mutex_unlock(&c->lock);
-    comm_kick(c);
 }
 
 /* ---- the progress thread ---- */
@@ -992,10 +1002,14 @@ static void close_transports(struct rcoll_comm *c, int abort,
         c->regs = m->next;
         mem_reg_free(c, m);
     }
-    for (int i = c->ntls - 1; i >= 0; i--)
-        c->tls[i]->ctx_destroy(c->tl_ctxs[i], abort, reason);
+    /* out of reach first (comm_kick_locked), then destroyed */
+    pthread_mutex_lock(&c->lock);
+    int n = c->ntls;
     c->ntls = 0;
     c->wait_tl = -1;
+    pthread_mutex_unlock(&c->lock);
+    for (int i = n - 1; i >= 0; i--)
+        c->tls[i]->ctx_destroy(c->tl_ctxs[i], abort, reason);
 }
 
 RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
@@ -1203,9 +1217,30 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
     if (c->thread_started)
         pthread_join(c->thread, NULL);
     c->thread_started = 0;
+    /* No thread may drive the engine while the transports go: a caller of
+     * rcoll_wait in another thread finishes its turn first (after an abort
+     * its request fails in that turn), and what is still queued then (an
+     * operation another thread posted meanwhile) fails here. */
+    pthread_mutex_lock(&c->engine);
+    pthread_mutex_lock(&c->lock);
+    if (c->qhead) {
+        if (c->error == RCOLL_OK) {
+            char msg[256];
+            snprintf(msg, sizeof(msg), "rank %d: the communicator was "
+                     "destroyed with this operation in flight", c->rank);
+            for (struct rcoll_request *q = c->qhead, *nx; q; q = nx) {
+                nx = q->next;
+                req_finish_locked(c, q, RCOLL_ERR_INVALID_ARGUMENT, msg);
+            }
+        } else {
+            fail_all_locked(c);
+        }
+    }
     st = c->error;
+    pthread_mutex_unlock(&c->lock);
     close_transports(c, abort || c->error != RCOLL_OK,
                      c->error != RCOLL_OK ? c->errmsg : NULL);
+    pthread_mutex_unlock(&c->engine);
     if (st != RCOLL_OK && !abort)
         rcoll__set_error(st, "%s", c->errmsg);
     rcoll__comm_release(c); /* ours */

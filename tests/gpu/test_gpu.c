@@ -242,6 +242,7 @@ static int errors(void)
 }
 #endif
 
+#ifdef RCOLL_CUDA_KERNELS
 /* dst = a + b (int32) in the current context, checked on the host */
 static int ctx_reduce_once(int n, int seed)
 {
@@ -310,6 +311,7 @@ static int contexts(void)
     printf("%s: contexts\n", bad ? "FAIL" : "ok");
     return bad;
 }
+#endif
 
 int main(int argc, char **argv)
 {
