@@ -50,6 +50,7 @@
 #define SHM_REASON_MAX 512
 #define SHM_NAME_MAX 64
 #define SHM_BOUNCE (256u << 10)
+#define SHM_MSG_MAX (1u << 30) /* a single-copy message (32-bit lengths) */
 #define SHM_BOUNCE_MIN (16u << 10)
 #define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
 
@@ -417,8 +418,13 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
     ep->rx_hdr = sh->hdr;
     ep->rx_cma_addr = sh->cma_addr;
-    if (ep->rx_hdr.len > ctx->p.chunk_size && !ep->rx_cma_addr)
-        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1; /* a mismatch */
+    /* a length no sender of ours writes becomes one that every check
+     * refuses (a mismatch): past a slot for data in the slot, past
+     * SHM_MSG_MAX for data left in the sender's memory */
+    if (!ep->rx_cma_addr && ep->rx_hdr.len > ctx->p.chunk_size)
+        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
+    else if (ep->rx_cma_addr && ep->rx_hdr.len > SHM_MSG_MAX)
+        ep->rx_hdr.len = SHM_MSG_MAX + 1;
     *hdr = &ep->rx_hdr;
     *payload = ep->rx_cma_addr ? NULL : slot + SHM_CL;
     return RCOLL_OK;
@@ -830,7 +836,7 @@ static size_t shm_max_msg(rcoll_tl_ep_t *tep, size_t len, int flags)
         (flags & (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES)) !=
             (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES))
         return ctx->p.chunk_size;
-    return (size_t)1 << 30; /* the header's length is 32 bits */
+    return SHM_MSG_MAX;
 }
 
 static size_t shm_peer_bytes(size_t chunk, int nslots, char *what,
