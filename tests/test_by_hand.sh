@@ -6,7 +6,9 @@
 # within 10 s. Usage: test_by_hand.sh BUILDDIR
 B=$1
 mkdir -p "$B/tests/logs"
-port=$((20000 + $$ % 10000 * 4))
+# below the ephemeral port range (32768-60999), where outgoing connections
+# of other tests could hold it
+port=$((10000 + $$ % 5000 * 4))
 export RCOLL_ROOT=127.0.0.1:$port RCOLL_SIZE=3
 unset RCOLL_SECRET
 pids=""
