@@ -76,7 +76,12 @@ have_netem() {
     ip netns exec $A tc qdisc add dev $VA root netem delay 1ms 2> /dev/null || return 1
     ip netns exec $A tc qdisc del dev $VA root
 }
-PORT=$((20000 + ($$ % 20000)))
+# root ports stay below the kernel's ephemeral range (32768-60999), where
+# an outgoing connection or a rank's own listener of an earlier trial could
+# hold one (the tcp campaign once failed a trial on "bind: Address already
+# in use" at 32934); they wrap around within 10000-31999
+PORT=$((10000 + ($$ % 20000)))
+next_port() { PORT=$((PORT + 1)); [ $PORT -lt 32000 ] || PORT=10000; }
 now() { date +%s.%N; }
 plus() { awk "BEGIN { printf \"%.3f\", $1 + $2 }"; } # epoch arithmetic
 
@@ -85,7 +90,7 @@ plus() { awk "BEGIN { printf \"%.3f\", $1 + $2 }"; } # epoch arithmetic
 # 1,3 on B: every ring step crosses the veth); shm: all on host A.
 start() {
     local n=$1 tl=$2 iters=$3 seed=$4 maxb=$5; shift 5
-    PORT=$((PORT + 1)); PIDS=""
+    next_port; PIDS=""
     for r in $(seq 0 $((n - 1))); do
         ns=$A; [ "$tl" != shm ] && [ $((r % 2)) = 1 ] && ns=$Z
         ip netns exec $ns env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n \
@@ -453,7 +458,7 @@ strangers)
     # (an old secret). They must be dropped without disturbing the job:
     # all ranks bit-exact, and no 10 s stall from the silent ones.
     n=3; bad=0
-    PORT=$((PORT + 1))
+    next_port
     t0=$(now)
     ip netns exec $A env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n RCOLL_RANK=0 \
         RCOLL_SECRET=0123456789abcdef0123456789abcdef RCOLL_TRANSPORTS=tcp \
