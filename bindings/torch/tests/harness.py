@@ -59,11 +59,17 @@ def run(fn, world, *args, timeout_s=120, dies=()):
             else:
                 errors.append(f"rank {rank}:\n{val}")
     finally:
-        for p in procs:
+        for r, p in enumerate(procs):
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
-                errors.append(f"rank {procs.index(p)} did not exit")
+                errors.append(f"rank {r} did not exit")
+            elif r not in dies and p.exitcode != 0:
+                # a rank that reported ok and then crashed (in destroy,
+                # at exit) is a failure too
+                errors.append(f"rank {r} exited with status {p.exitcode}"
+                              + (" after reporting ok" if r in results
+                                 else ""))
     if errors:
         raise AssertionError("\n".join(errors))
     return [results.get(r) for r in range(world)]
