@@ -80,6 +80,11 @@ static int rank, n;
 static rcoll_comm_t comm;
 static long checks, failures;
 static int quiet;
+/* Which inputs the reductions get: 0 the exact small integers of ref.h,
+ * 1 full-range integers (unsigned high bits, the extremes), 2 floats whose
+ * result depends on the order of reduction, checked within ref.h's bound
+ * instead of bit-exact. */
+static int inputs;
 
 #define MAXC 16
 
@@ -102,8 +107,10 @@ static void fail(const char *what, rcoll_datatype_t dt, rcoll_op_t op,
 {
     failures++;
     if (failures <= 50)
-        printf("FAIL rank %d/%d: %s %s %s count %zu %s root %d: %s\n", rank,
-               n, what, rcoll_datatype_size(dt) ? "" : "?",
+        printf("FAIL rank %d/%d: %s%s %s %s count %zu %s root %d: %s\n", rank,
+               n, what, (const char *[]){"", " (full-range integers)",
+                                         " (order-sensitive floats)"}[inputs],
+               rcoll_datatype_size(dt) ? "" : "?",
                (const char *[]){"int8", "uint8", "int32", "uint32", "int64",
                                 "uint64", "half", "bfloat16", "float",
                                 "double"}[dt],
@@ -149,14 +156,57 @@ static char *xmalloc(size_t b)
 
 #define SENTINEL 0x5a
 
+
+static void fill(void *buf, size_t c, size_t first, rcoll_datatype_t dt,
+                 rcoll_op_t op, int salt)
+{
+    if (inputs == 2)
+        ref_fp_fill(buf, c, first, dt, op, rank, salt);
+    else if (inputs == 1)
+        ref_fill_wide(buf, c, first, dt, op, rank, salt);
+    else
+        ref_fill(buf, c, first, dt, op, rank, salt);
+}
+
+static void expect(void *buf, size_t c, size_t first, rcoll_datatype_t dt,
+                   rcoll_op_t op, int salt)
+{
+    if (inputs == 1)
+        ref_reduce_wide(buf, c, first, dt, op, n, salt);
+    else if (inputs == 0)
+        ref_reduce(buf, c, first, dt, op, n, salt);
+    /* inputs == 2: compare_red checks against the bound */
+}
+
+/* a reduction's result: bit-exact, or (inputs == 2) within the bound */
+static void compare_red(const void *got, const void *want, size_t cnt,
+                        size_t first, int salt, const char *what,
+                        rcoll_datatype_t dt, rcoll_op_t op, size_t count,
+                        int inplace, int root)
+{
+    if (inputs != 2) {
+        compare(got, want, cnt, what, dt, op, count, inplace, root);
+        return;
+    }
+    checks++;
+    size_t bad = 0, w = ref_fp_check(got, cnt, first, dt, op, n, salt, &bad);
+    if (w) {
+        char buf[200];
+        snprintf(buf, sizeof(buf), "%zu of %zu elements outside the rounding "
+                 "bound (op %d), first at %zu: %.17g", w, cnt, (int)op, bad,
+                 ref_fp_load(got, bad, dt));
+        fail(what, dt, op, count, inplace, root, buf);
+    }
+}
+
 static void t_allreduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip)
 {
     size_t s = rcoll_datatype_size(dt);
     char *sb = xmalloc(c * s), *rb = xmalloc(c * s), *ex = xmalloc(c * s);
-    ref_fill(ip ? rb : sb, c, 0, dt, op, rank, 1);
+    fill(ip ? rb : sb, c, 0, dt, op, 1);
     if (!ip)
         memset(rb, SENTINEL, c * s);
-    ref_reduce(ex, c, 0, dt, op, n, 1);
+    expect(ex, c, 0, dt, op, 1);
     void *p[2] = {ip ? rb : sb, rb};
     size_t l[2] = {c * s, c * s};
     dev_map(p, l, 2);
@@ -164,7 +214,29 @@ static void t_allreduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip)
     dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "allreduce", dt, op, c, ip, -1);
-    compare(rb, ex, c, "allreduce", dt, op, c, ip, -1);
+    compare_red(rb, ex, c, 0, 1, "allreduce", dt, op, c, ip, -1);
+    if (inputs == 2 && n > 1) {
+        /* rounding may differ from the exact value, never between ranks:
+         * every rank holds the same bits (the hashes are compared through
+         * an all-gather, itself checked bit-exact by the matrix) */
+        uint64_t h = 1469598103934665603ull, *all = calloc((size_t)n, 8);
+        for (size_t i = 0; i < c * s; i++)
+            h = (h ^ (unsigned char)rb[i]) * 1099511628211ull;
+        rcoll_status_t st2 = all ? rcoll_allgather(&h, all, 1, RCOLL_UINT64,
+                                                   comm, NULL) : RCOLL_OK;
+        if (st2 != RCOLL_OK)
+            check_status(st2, "allgather(result hashes)", dt, op, c, ip, -1);
+        checks++;
+        for (int q = 0; all && q < n; q++)
+            if (all[q] != all[0]) {
+                char why[96];
+                snprintf(why, sizeof(why), "rank %d's result differs from "
+                         "rank 0's (op %d)", q, (int)op);
+                fail("allreduce(same on every rank)", dt, op, c, ip, -1, why);
+                break;
+            }
+        free(all);
+    }
     free(sb); free(rb); free(ex);
 }
 
@@ -174,11 +246,11 @@ static void t_reduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip,
     size_t s = rcoll_datatype_size(dt);
     char *sb = xmalloc(c * s), *rb = xmalloc(c * s), *ex = xmalloc(c * s);
     char *guard = xmalloc(c * s);
-    ref_fill(ip ? rb : sb, c, 0, dt, op, rank, 2);
+    fill(ip ? rb : sb, c, 0, dt, op, 2);
     if (!ip)
         memset(rb, SENTINEL, c * s);
     memcpy(guard, rb, c * s);
-    ref_reduce(ex, c, 0, dt, op, n, 2);
+    expect(ex, c, 0, dt, op, 2);
     void *p[2] = {ip ? rb : sb, rb};
     size_t l[2] = {c * s, c * s};
     dev_map(p, l, 2);
@@ -188,7 +260,7 @@ static void t_reduce(rcoll_datatype_t dt, rcoll_op_t op, size_t c, int ip,
     if (st != RCOLL_OK)
         check_status(st, "reduce", dt, op, c, ip, root);
     if (rank == root)
-        compare(rb, ex, c, "reduce", dt, op, c, ip, root);
+        compare_red(rb, ex, c, 0, 2, "reduce", dt, op, c, ip, root);
     else /* non-root recvbuf (and in-place sendbuf) must be untouched */
         compare(rb, guard, c, "reduce(non-root untouched)", dt, op, c, ip,
                 root);
@@ -200,9 +272,9 @@ static void t_reduce_scatter(rcoll_datatype_t dt, rcoll_op_t op, size_t c,
 {
     size_t s = rcoll_datatype_size(dt), tot = c * (size_t)n;
     char *sb = xmalloc(tot * s), *rb = xmalloc(c * s), *ex = xmalloc(c * s);
-    ref_fill(sb, tot, 0, dt, op, rank, 3);
+    fill(sb, tot, 0, dt, op, 3);
     memset(rb, SENTINEL, c * s);
-    ref_reduce(ex, c, (size_t)rank * c, dt, op, n, 3);
+    expect(ex, c, (size_t)rank * c, dt, op, 3);
     char *out = ip ? sb + (size_t)rank * c * s : rb;
     void *p[2] = {sb, out};
     size_t l[2] = {tot * s, c * s};
@@ -211,7 +283,8 @@ static void t_reduce_scatter(rcoll_datatype_t dt, rcoll_op_t op, size_t c,
     dev_unmap();
     if (st != RCOLL_OK)
         check_status(st, "reduce_scatter", dt, op, c, ip, -1);
-    compare(out, ex, c, "reduce_scatter", dt, op, c, ip, -1);
+    compare_red(out, ex, c, (size_t)rank * c, 3, "reduce_scatter", dt, op, c,
+                ip, -1);
     free(sb); free(rb); free(ex);
 }
 
@@ -596,6 +669,34 @@ int main(int argc, char **argv)
                 t_sendrecv(d, c);
         }
     }
+    /* The stronger inputs of ref.h through every reduction, out of place:
+     * full-range integers (unsigned high bits, the extremes) and floats
+     * whose result depends on the order (within the rounding bound, and
+     * the same bits on every rank), at two prime counts, so that the
+     * ranks' blocks are uneven */
+    for (int mode = 1; mode <= 2; mode++) {
+        inputs = mode;
+        for (int dt = 0; dt < RCOLL_DATATYPE_COUNT; dt++) {
+            rcoll_datatype_t d = (rcoll_datatype_t)dt;
+            if ((mode == 1) != ref_is_int(d))
+                continue;
+            /* (small counts: these inputs aim at values and orders; the
+             * exact inputs above cover chunking at every count) */
+            const size_t sc[2] = {13, 1031};
+            for (int k = 0; k < 2; k++) {
+                for (int op = 0; op < RCOLL_OP_COUNT; op++) {
+                    rcoll_op_t o = (rcoll_op_t)op;
+                    if (has(colls, "allreduce"))
+                        t_allreduce(d, o, sc[k], 0);
+                    if (has(colls, "reduce_scatter"))
+                        t_reduce_scatter(d, o, sc[k], 0);
+                    if (has(colls, "reduce"))
+                        t_reduce(d, o, sc[k], 0, n - 1);
+                }
+            }
+        }
+    }
+    inputs = 0;
     if (has(colls, "barrier")) {
         for (int i = 0; i < 20; i++) {
             if ((st = rcoll_barrier(comm)) != RCOLL_OK)

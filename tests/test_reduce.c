@@ -316,11 +316,113 @@ static void test_16bit_kernels_exhaustive(void)
     }
 }
 
+/* Every kernel at odd and prime lengths, from aligned and misaligned
+ * starts (one element off), so each vector width's tail runs: full-range
+ * integers (the high bit of unsigned types set, the extremes) and floats
+ * of full precision. Bit-exact against references written here: ints by
+ * ref.h's full-range rules; floats by one rounding of the exact two-input
+ * result (exact in double for these inputs: 16-bit types are summed in
+ * float, which is exact for them too). The element after the last must be
+ * left alone. Run with RCOLL_SIMD=0 too (make check does), for the
+ * portable 16-bit kernels. */
+static void test_kernels_odd_lengths(void)
+{
+    static const size_t lens[] = {1, 2, 3, 5, 7, 9, 11, 13, 15, 17, 19, 23,
+                                  29, 31, 33, 37, 61, 63, 65, 127, 129, 257,
+                                  1031, 4099};
+    const size_t nl = sizeof(lens) / sizeof(lens[0]), max = 4099 + 2;
+    for (int dt = 0; dt < RCOLL_DATATYPE_COUNT; dt++) {
+        rcoll_datatype_t d = (rcoll_datatype_t)dt;
+        size_t s = rcoll_datatype_size(d);
+        char *a = malloc(max * s), *b = malloc(max * s), *o = malloc(max * s),
+             *e = malloc(max * s);
+        for (int op = 0; op < RCOLL_OP_COUNT; op++) {
+            rcoll_op_t p = (rcoll_op_t)op;
+            rcoll_reduce_fn_t fn = rcoll_reduce_get(d, p);
+            for (size_t li = 0; li < nl; li++) {
+                for (size_t off = 0; off < 2; off++) {
+                    size_t L = lens[li];
+                    char *x = a + off * s, *y = b + off * s, *z = o + off * s;
+                    if (ref_is_int(d)) {
+                        ref_fill_wide(x, L, 0, d, p, 0, 21);
+                        ref_fill_wide(y, L, 0, d, p, 1, 21);
+                        ref_reduce_wide(e, L, 0, d, p, 2, 21);
+                    } else {
+                        ref_fp_fill(x, L, 0, d, p, 0, 21);
+                        ref_fp_fill(y, L, 0, d, p, 1, 21);
+                        ref_pair(e, x, y, L, d, p, 2);
+                    }
+                    /* the two references agree (ints) */
+                    if (ref_is_int(d)) {
+                        char *e2 = malloc(L * s);
+                        ref_pair(e2, x, y, L, d, p, 2);
+                        CHECK(ref_count_wrong(e, e2, L, d) == 0, "ref_pair "
+                              "and ref_reduce_wide differ: %s op %d",
+                              rcoll_datatype_name(d), op);
+                        free(e2);
+                    }
+                    memset(z, 0xa5, (L + 1) * s);
+                    if (p == RCOLL_AVG)
+                        rcoll_reduce_avg_final(d, z, x, y, L, 2);
+                    else
+                        fn(z, x, y, L);
+                    size_t w = ref_count_wrong(z, e, L, d);
+                    int tail = 1;
+                    for (size_t k = 0; k < s; k++)
+                        tail &= (unsigned char)z[L * s + k] == 0xa5;
+                    CHECK(w == 0 && tail, "%s op %d length %zu offset %zu: "
+                          "%zu wrong%s", rcoll_datatype_name(d), op, L, off,
+                          w, tail ? "" : ", wrote past the end");
+                }
+            }
+        }
+        free(a); free(b); free(o); free(e);
+    }
+}
+
+/* The full-range rules on hand-picked values, so the reference itself is
+ * checked: unsigned MIN/MAX with the high bit set, signed extremes. */
+static void test_unsigned_extremes(void)
+{
+    uint64_t a = 0x8000000000000000ull, b = 1, d;
+    rcoll_reduce_get(RCOLL_UINT64, RCOLL_MIN)(&d, &a, &b, 1);
+    CHECK(d == 1, "uint64 min(2^63, 1) = 1, got %llx", (unsigned long long)d);
+    rcoll_reduce_get(RCOLL_UINT64, RCOLL_MAX)(&d, &a, &b, 1);
+    CHECK(d == a, "uint64 max(2^63, 1) = 2^63");
+    uint32_t a32 = 0xffffffffu, b32 = 0x7fffffffu, d32;
+    rcoll_reduce_get(RCOLL_UINT32, RCOLL_MAX)(&d32, &a32, &b32, 1);
+    CHECK(d32 == 0xffffffffu, "uint32 max is unsigned");
+    rcoll_reduce_get(RCOLL_UINT32, RCOLL_MIN)(&d32, &a32, &b32, 1);
+    CHECK(d32 == 0x7fffffffu, "uint32 min is unsigned");
+    int64_t s1 = INT64_MIN, s2 = INT64_MAX, sd;
+    rcoll_reduce_get(RCOLL_INT64, RCOLL_MIN)(&sd, &s1, &s2, 1);
+    CHECK(sd == INT64_MIN, "int64 min is signed");
+    uint64_t av = UINT64_MAX, bv = UINT64_MAX;
+    rcoll_reduce_avg_final(RCOLL_UINT64, &d, &av, &bv, 1, 2);
+    CHECK(d == UINT64_MAX / 2, "uint64 avg of two maxima: the wrapped sum "
+          "(2^64 - 2) / 2, got %llx", (unsigned long long)d);
+    /* the reference agrees with the hand-computed values */
+    uint64_t e;
+    int rk = 0;
+    for (; rk < 6 && ref_wide_bits(rk, 0, RCOLL_UINT64, RCOLL_MIN, 0) != 0;
+         rk++)
+        ;
+    ref_reduce_wide(&e, 1, 0, RCOLL_UINT64, RCOLL_MAX, 6, 0);
+    CHECK(e == UINT64_MAX, "ref: uint64 max over the extremes is 2^64-1");
+    ref_reduce_wide(&e, 1, 0, RCOLL_UINT64, RCOLL_MIN, 6, 0);
+    CHECK(e == 0 && rk < 6, "ref: uint64 min over the extremes is 0");
+    int8_t e8;
+    ref_reduce_wide(&e8, 1, 0, RCOLL_INT8, RCOLL_MIN, 6, 0);
+    CHECK(e8 == -128, "ref: int8 min over the extremes is -128, got %d", e8);
+}
+
 int main(void)
 {
     test_half_conversions();
     test_bf16_conversions();
     test_kernels_vs_scalar();
+    test_kernels_odd_lengths();
+    test_unsigned_extremes();
     test_16bit_kernels_exhaustive();
     test_wrap();
     test_avg_rank_counts();

@@ -1,6 +1,8 @@
 /* GPU tests that need more than test_coll -g (tests/gpu/run.sh runs all):
  *   kernels    every datatype x op (and AVG's last step) of the CUDA
- *              reduction kernels against the CPU kernels, bit for bit,
+ *              reduction kernels against tests/ref.h's reference (not
+ *              the library's CPU kernels), bit for bit, on full-range
+ *              integers and full-precision floats,
  *              at several counts and at aligned and unaligned addresses;
  *   bandwidth  dst = a + b over 256 MiB buffers (float32, bfloat16,
  *              float16) against the device's own copy bandwidth
@@ -21,7 +23,7 @@
  * contexts */
 #include "cudrv.h"
 #include "cuda/rcuda.h"
-#include "reduce/reduce.h"
+#include "../ref.h"
 #include <rcoll.h>
 #include <math.h>
 #include <stdint.h>
@@ -38,26 +40,17 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* small values, so products and sums stay finite and exact comparisons
- * mean something; integers get random bytes (wrapping is checked) */
-static void fill(void *buf, size_t n, rcoll_datatype_t dt, unsigned seed)
+/* the inputs of rank `r` (0 or 1): full-range integers (the high bit of
+ * unsigned types set, the extremes) and full-precision floats, from
+ * tests/ref.h, which also writes the reference: nothing here comes from
+ * the library's own CPU kernels */
+static void fill(void *buf, size_t n, rcoll_datatype_t dt, rcoll_op_t op,
+                 int r)
 {
-    uint8_t *b = buf;
-    size_t s = rcoll_datatype_size(dt);
-    srand(seed);
-    for (size_t i = 0; i < n; i++) {
-        double v = (rand() % 64 - 32) / 8.0;
-        switch (dt) {
-        case RCOLL_FLOAT32: { float f = (float)v; memcpy(b + i * s, &f, s); break; }
-        case RCOLL_FLOAT64: memcpy(b + i * s, &v, s); break;
-        case RCOLL_FLOAT16: { uint16_t h = rcoll_float_to_half((float)v); memcpy(b + i * s, &h, s); break; }
-        case RCOLL_BFLOAT16: { float f = (float)v; uint32_t u; memcpy(&u, &f, 4);
-                               uint16_t h = (uint16_t)(u >> 16); memcpy(b + i * s, &h, s); break; }
-        default:
-            for (size_t k = 0; k < s; k++)
-                b[i * s + k] = (uint8_t)rand();
-        }
-    }
+    if (ref_is_int(dt))
+        ref_fill_wide(buf, n, 0, dt, op, r, 31);
+    else
+        ref_fp_fill(buf, n, 0, dt, op, r, 31);
 }
 
 static int kernels(void)
@@ -72,19 +65,16 @@ static int kernels(void)
                     size_t n = counts[ci], bytes = (n + 1) * s;
                     char *a = malloc(bytes), *b = malloc(bytes),
                          *want = malloc(bytes), *got = malloc(bytes);
-                    fill(a, n + 1, (rcoll_datatype_t)dt, 1 + (unsigned)(dt * 7 + op));
-                    fill(b, n + 1, (rcoll_datatype_t)dt, 100 + (unsigned)(dt * 7 + op));
+                    fill(a, n + 1, (rcoll_datatype_t)dt, (rcoll_op_t)op, 0);
+                    fill(b, n + 1, (rcoll_datatype_t)dt, (rcoll_op_t)op, 1);
                     char *da = gpu_alloc(bytes), *db = gpu_alloc(bytes),
                          *dd = gpu_alloc(bytes);
                     gpu_put(da, a, bytes);
                     gpu_put(db, b, bytes);
                     size_t o = (size_t)off * s;
-                    if (op == RCOLL_AVG)
-                        rcoll_reduce_avg_final((rcoll_datatype_t)dt, want + o,
-                                               a + o, b + o, n, 3);
-                    else
-                        rcoll_reduce_get((rcoll_datatype_t)dt, (rcoll_op_t)op)(
-                            want + o, a + o, b + o, n);
+                    /* (AVG's last step divides by 3 ranks) */
+                    ref_pair(want + o, a + o, b + o, n, (rcoll_datatype_t)dt,
+                             (rcoll_op_t)op, 3);
                     rcoll_status_t st = rcoll_cuda_reduce(
                         (rcoll_datatype_t)dt, (rcoll_op_t)op, dd + o, da + o,
                         db + o, n, 3, NULL);
