@@ -377,6 +377,10 @@ epoll)
     [ $bad = 0 ] ;;
 campaign)
     tl=${1:-tcp}; trials=${2:-1000}; seed=${3:-1}
+    # RCOLL_TIMEOUT of the trials (FAULT_TIMEOUT) and the latest moment of
+    # a fault (FAULT_DELAY_MS): longer in the emulated RDMA guest, where
+    # init alone takes seconds
+    ct=${FAULT_TIMEOUT:-4}
     RANDOM=$seed
     faults="kill stop"
     [ "$tl" != shm ] && faults="$faults cut_long cut_short"
@@ -388,9 +392,9 @@ campaign)
     for i in $(seq 1 "$trials"); do
         n=$((2 + RANDOM % 7)); victim=$((RANDOM % n))
         fault=$(echo $faults | cut -d' ' -f$((1 + RANDOM % nf)))
-        iters=$((5 + RANDOM % 200)); delay=$((RANDOM % 1200))
+        iters=$((5 + RANDOM % 200)); delay=$((RANDOM % ${FAULT_DELAY_MS:-1200}))
         rm -f "$LOG"/r[0-9]*.out
-        start $n "$tl" $iters $((seed * 100000 + i)) 131072 RCOLL_TIMEOUT=4 FAULT_ALL=1
+        start $n "$tl" $iters $((seed * 100000 + i)) 131072 RCOLL_TIMEOUT=$ct FAULT_ALL=1
         sleep "$(awk "BEGIN { print $delay / 1000 }")"
         vp=$(echo $PIDS | cut -d' ' -f$((victim + 1)))
         tk=$(now)
@@ -408,7 +412,7 @@ campaign)
         loss) ip netns exec $A tc qdisc add dev $VA root netem loss 10%
               ip netns exec $Z tc qdisc add dev $VB root netem loss 10%; survive=1 ;;
         esac
-        wait_all "$(plus $tk 25)"
+        wait_all "$(plus $tk $((21 + ct)))"
         case $fault in
         stop) kill -CONT "$vp" 2> /dev/null; kill -9 "$vp" 2> /dev/null; wait "$vp" 2> /dev/null ;;
         cut_long) ip -n $A link set $VA up ;;
