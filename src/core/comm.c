@@ -1248,6 +1248,28 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
     return abort ? RCOLL_OK : st;
 }
 
+/* The error of an API call given a handle that is not a live communicator
+ * (never created, destroyed or aborted). */
+static rcoll_status_t comm_not_live(const char *call, rcoll_comm_t comm)
+{
+    return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                            "%s: comm %p is not a live communicator "
+                            "(destroyed or aborted already?)", call,
+                            (void *)comm);
+}
+
+/* The body of an API entry that holds a reference on `comm` for the call
+ * (see rcoll__comm_get: another thread may abort and free it meanwhile),
+ * around its work in comm_do_<name>. */
+#define COMM_HELD(call)                                                      \
+    do {                                                                     \
+        int held_ = comm && rcoll__comm_get(comm);                           \
+        rcoll_status_t st_ = (call);                                         \
+        if (held_)                                                           \
+            rcoll__comm_release(comm);                                       \
+        return st_;                                                          \
+    } while (0)
+
 RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 {
     rcoll__clear_error();
@@ -1255,10 +1277,7 @@ RCOLL_API rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_destroy: comm is NULL");
     if (!rcoll__comm_get(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_destroy: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_destroy", comm);
     return comm_close(comm, 0);
 }
 
@@ -1269,10 +1288,7 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_abort: comm is NULL");
     if (!rcoll__comm_get(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_abort: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_abort", comm);
     return comm_close(comm, 1);
 }
 
@@ -1285,10 +1301,7 @@ static rcoll_status_t comm_do_register(rcoll_comm_t comm, void *buf, size_t len,
                                 !comm ? "comm" : !buf ? "buf"
                                                       : !len ? "len" : "handle");
     if (!rcoll__comm_live(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_register: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_register", comm);
     struct rcoll_mem_reg *m = calloc(1, sizeof(*m));
     if (!m)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rcoll_comm_register: "
@@ -1316,15 +1329,10 @@ static rcoll_status_t comm_do_register(rcoll_comm_t comm, void *buf, size_t len,
     return RCOLL_OK;
 }
 
-/* (a reference held for the call: see rcoll__comm_get) */
 RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
                                              size_t len, void **handle)
 {
-    int held = comm && rcoll__comm_get(comm);
-    rcoll_status_t st = comm_do_register(comm, buf, len, handle);
-    if (held)
-        rcoll__comm_release(comm);
-    return st;
+    COMM_HELD(comm_do_register(comm, buf, len, handle));
 }
 
 static rcoll_status_t comm_do_deregister(rcoll_comm_t comm, void *handle)
@@ -1335,10 +1343,7 @@ static rcoll_status_t comm_do_deregister(rcoll_comm_t comm, void *handle)
                                 "rcoll_comm_deregister: %s is NULL",
                                 !comm ? "comm" : "handle");
     if (!rcoll__comm_live(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_deregister: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_deregister", comm);
     pthread_mutex_lock(&comm->lock);
     struct rcoll_mem_reg **pp = &comm->regs;
     while (*pp && *pp != handle)
@@ -1356,15 +1361,10 @@ static rcoll_status_t comm_do_deregister(rcoll_comm_t comm, void *handle)
     return RCOLL_OK;
 }
 
-/* (a reference held for the call: see rcoll__comm_get) */
 RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
                                                void *handle)
 {
-    int held = comm && rcoll__comm_get(comm);
-    rcoll_status_t st = comm_do_deregister(comm, handle);
-    if (held)
-        rcoll__comm_release(comm);
-    return st;
+    COMM_HELD(comm_do_deregister(comm, handle));
 }
 
 static rcoll_status_t comm_do_rank(rcoll_comm_t comm, int *rank)
@@ -1373,22 +1373,14 @@ static rcoll_status_t comm_do_rank(rcoll_comm_t comm, int *rank)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_rank: NULL argument");
     if (!rcoll__comm_live(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_rank: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_rank", comm);
     *rank = comm->rank;
     return RCOLL_OK;
 }
 
-/* (a reference held for the call: see rcoll__comm_get) */
 RCOLL_API rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
 {
-    int held = comm && rcoll__comm_get(comm);
-    rcoll_status_t st = comm_do_rank(comm, rank);
-    if (held)
-        rcoll__comm_release(comm);
-    return st;
+    COMM_HELD(comm_do_rank(comm, rank));
 }
 
 static rcoll_status_t comm_do_size(rcoll_comm_t comm, int *size)
@@ -1397,22 +1389,14 @@ static rcoll_status_t comm_do_size(rcoll_comm_t comm, int *size)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_size: NULL argument");
     if (!rcoll__comm_live(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_size: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_size", comm);
     *size = comm->nranks;
     return RCOLL_OK;
 }
 
-/* (a reference held for the call: see rcoll__comm_get) */
 RCOLL_API rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
 {
-    int held = comm && rcoll__comm_get(comm);
-    rcoll_status_t st = comm_do_size(comm, size);
-    if (held)
-        rcoll__comm_release(comm);
-    return st;
+    COMM_HELD(comm_do_size(comm, size));
 }
 
 static rcoll_status_t comm_do_get_async_error(rcoll_comm_t comm,
@@ -1422,10 +1406,7 @@ static rcoll_status_t comm_do_get_async_error(rcoll_comm_t comm,
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_comm_get_async_error: NULL argument");
     if (!rcoll__comm_live(comm))
-        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
-                                "rcoll_comm_get_async_error: comm %p is not a live communicator "
-                                "(destroyed or aborted already?)",
-                                (void *)comm);
+        return comm_not_live("rcoll_comm_get_async_error", comm);
     pthread_mutex_lock(&comm->lock);
     *err = comm->error;
     if (comm->error != RCOLL_OK)
@@ -1434,15 +1415,10 @@ static rcoll_status_t comm_do_get_async_error(rcoll_comm_t comm,
     return RCOLL_OK;
 }
 
-/* (a reference held for the call: see rcoll__comm_get) */
 RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
                                                     rcoll_status_t *err)
 {
-    int held = comm && rcoll__comm_get(comm);
-    rcoll_status_t st = comm_do_get_async_error(comm, err);
-    if (held)
-        rcoll__comm_release(comm);
-    return st;
+    COMM_HELD(comm_do_get_async_error(comm, err));
 }
 
 /* ---- requests ---- */
