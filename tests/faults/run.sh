@@ -388,6 +388,24 @@ campaign)
     # FAULT_KINDS picks among them (the emulated RDMA guest: no loss, where
     # TCP retransmissions under TCG outlast any trial)
     faults=${FAULT_KINDS:-$faults}
+    # a cut over ib is a black hole (netem drops every packet both ways),
+    # as a fabric outage is: taking the link down makes siw move its queue
+    # pairs to the error state at once (seen: a 1 s cut ended every
+    # connection), which no RC queue pair survives; over tcp it is the link
+    # going down
+    if [ "$tl" = ib ] && have_netem; then
+        cut_on() {
+            ip netns exec $A tc qdisc add dev $VA root netem loss 100%
+            ip netns exec $Z tc qdisc add dev $VB root netem loss 100%
+        }
+        cut_off() {
+            ip netns exec $A tc qdisc del dev $VA root 2> /dev/null
+            ip netns exec $Z tc qdisc del dev $VB root 2> /dev/null
+        }
+    else
+        cut_on() { ip -n $A link set $VA down; }
+        cut_off() { ip -n $A link set $VA up; }
+    fi
     nf=$(echo $faults | wc -w)
     hangs=0; wrongs=0; named=0; finished=0; unnamed_init=0; unnamed=0; other=0
     T0=$(now)
@@ -410,15 +428,15 @@ campaign)
               PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ') ;;
         stop) kill -STOP "$vp" 2> /dev/null
               PIDS=$(echo $PIDS | tr ' ' '\n' | grep -v "^$vp$" | tr '\n' ' ') ;;
-        cut_long) ip -n $A link set $VA down; culprit=any ;;
-        cut_short) ip -n $A link set $VA down; sleep 1; ip -n $A link set $VA up; survive=1 ;;
+        cut_long) cut_on; culprit=any ;;
+        cut_short) cut_on; sleep 1; cut_off; survive=1 ;;
         loss) ip netns exec $A tc qdisc add dev $VA root netem loss 10%
               ip netns exec $Z tc qdisc add dev $VB root netem loss 10%; survive=1 ;;
         esac
         wait_all "$(plus $tk $((21 + ct)))"
         case $fault in
         stop) kill -CONT "$vp" 2> /dev/null; kill -9 "$vp" 2> /dev/null; wait "$vp" 2> /dev/null ;;
-        cut_long) ip -n $A link set $VA up ;;
+        cut_long) cut_off ;;
         loss) ip netns exec $A tc qdisc del dev $VA root 2> /dev/null
               ip netns exec $Z tc qdisc del dev $VB root 2> /dev/null ;;
         esac
