@@ -51,8 +51,55 @@ hosts() {
     return $rc
 }
 
-# uses RCOLL_DEBUG=info's line to prove which device and mode carried it
-uses() { # uses PATTERN CMD...
+# Which device carried the traffic, from the kernel rather than from
+# rcoll's own log (whose RCOLL_DEBUG=info line only names the mode):
+# rxe has device counters; siw has none, but carries RDMA over TCP
+# connections that the kernel itself opens and no process holds. So siw
+# traffic shows up as bytes on host h0's connections to h1 that `ss -p`
+# finds no owner for, sampled every second while the test runs (tcp_diag
+# gives the byte counts). Those must carry >= 1 MB and 10x what the
+# processes' own sockets to h1 carry (the bootstrap, and rcoll's TCP
+# transport had it been chosen).
+sample_h0() { # sample_h0 OUT: until killed
+    while :; do
+        ip netns exec h0 ss -Htinp dst 10.77.0.2 2> /dev/null | awk '
+            /^[A-Z]/ { key = $4 " " $5; own = ($0 ~ /users:\(/) ? "proc" : "kernel" }
+            /bytes_acked:|bytes_received:/ {
+                a = 0; r = 0
+                for (i = 1; i <= NF; i++) {
+                    if ($i ~ /^bytes_acked:/) a = substr($i, 13)
+                    if ($i ~ /^bytes_received:/) r = substr($i, 16)
+                }
+                print key, own, a + r }' >> "$1"
+        sleep 1
+    done
+}
+# kernel_bytes CMD...: runs CMD under the sampler; the verdict above
+kernel_bytes() {
+    : > "$L/ss.txt"
+    sample_h0 "$L/ss.txt" & sp=$!
+    "$@"; rc=$?
+    kill $sp 2> /dev/null; wait $sp 2> /dev/null
+    [ $rc = 0 ] || return 1
+    awk '{ k = $1 " " $2; if ($4 > m[k]) m[k] = $4; o[k] = $3 }
+         END { for (k in m) t[o[k]] += m[k]
+               printf "h0 <-> h1 TCP bytes: %d on connections no process holds (siw), %d on the processes own sockets\n", t["kernel"], t["proc"]
+               exit !(t["kernel"] >= 1000000 && t["kernel"] >= 10 * t["proc"]) }' "$L/ss.txt" ||
+        { echo "the traffic did not go over siw's kernel connections"; return 1; }
+}
+# rxe_pkts CMD...: rxe0's sent and received packet counters must grow by
+# >= 1000 while CMD runs
+rxe_pkts() {
+    c=/sys/class/infiniband/rxe0/ports/1/hw_counters
+    s0=$(cat $c/sent_pkts); r0=$(cat $c/rcvd_pkts)
+    "$@" || return 1
+    ds=$(( $(cat $c/sent_pkts) - s0 )); dr=$(( $(cat $c/rcvd_pkts) - r0 ))
+    echo "rxe0 counters: $ds packets sent, $dr received"
+    [ $ds -ge 1000 ] && [ $dr -ge 1000 ] || { echo "the traffic did not go over rxe0"; return 1; }
+}
+# uses PATTERN CMD...: CMD passes and RCOLL_DEBUG=info's line names the
+# mode (WRITE + SEND, WRITE_WITH_IMM, rdma_cm or out of band)
+uses() {
     pat=$1; shift
     "$@" || return 1
     grep -q "$pat" "$L"/rank0.log || { echo "expected '$pat' in the log"; return 1; }
@@ -60,9 +107,9 @@ uses() { # uses PATTERN CMD...
 
 info="RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=net"
 check "siw: 2 ranks on 2 hosts, matrix" \
-    uses "ib: rank 0 on siw0.*WRITE + SEND" hosts 2 29701 env $info $B/tests/test_coll -N $N
+    uses "ib: rank 0 on siw0.*WRITE + SEND" kernel_bytes hosts 2 29701 env $info $B/tests/test_coll -N $N
 check "siw: 4 ranks on 2 hosts (shm inside, ib across), matrix" \
-    uses "ib: rank 0 on siw0" hosts 4 29702 env $info $B/tests/test_coll -N $N
+    uses "ib: rank 0 on siw0" kernel_bytes hosts 4 29702 env $info $B/tests/test_coll -N $N
 check "siw: 4 ranks on 2 hosts, every pair over ib, 2 QPs per peer, 3 slots" \
     hosts 4 29703 env RCOLL_TRANSPORTS=ib RCOLL_IB_QPS_PER_PEER=2 RCOLL_NSLOTS=3 \
     RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -N $N
@@ -80,11 +127,11 @@ rxe() { # rxe MODE NRANKS: all ranks on rxe0 (6.1's rxe receives only in the ini
         $B/tools/rcoll-run -n $2 $B/tests/test_coll -N $N > "$L/rank0.log" 2>&1
     rc=$?; cat "$L/rank0.log"; return $rc
 }
-check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WITH_IMM, .*rdma_cm" rxe cm 2
+check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WITH_IMM, .*rdma_cm" rxe_pkts rxe cm 2
 # (no 4-rank rdma_cm matrix on rxe: siw runs rdma_cm at 4 ranks, rxe runs
 # 4 ranks out of band; cut for CI time when the point-to-point suite came,
 # 75 s)
-check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob connect" rxe oob 2
+check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob connect" rxe_pkts rxe oob 2
 check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
     env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
     $B/tools/rcoll-run -n 4 $B/tests/test_coll -N $N

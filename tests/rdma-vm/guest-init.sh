@@ -12,7 +12,9 @@ mount -t tmpfs tmpfs /dev/shm
 exec > /dev/ttyS1 2>&1 < /dev/null
 . $X/env
 fail() { echo "rdma-vm guest: $*"; echo 1 > $X/rc; sync; busybox poweroff -f; }
-modprobe -d "$CACHE/root" -a crc32_generic siw rdma_rxe rdma_ucm ib_uverbs veth bridge dummy sch_netem ||
+# (tcp_diag: ss's per-connection byte counts, check-rdma's evidence of
+# which device carried the traffic)
+modprobe -d "$CACHE/root" -a crc32_generic siw rdma_rxe rdma_ucm ib_uverbs veth bridge dummy sch_netem tcp_diag ||
     fail "loading modules"
 ip link set lo up
 hostname rcoll-vm
