@@ -119,6 +119,10 @@ for tl in shm tcp; do
     t "p2p: $tl, 4 KiB chunks, 1 slot, rendezvous from 100 B" 300 env RCOLL_TRANSPORTS=$tl \
         RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=1 RCOLL_P2P_EAGER=100 "$RUN" -n 4 "$B/tests/test_p2p" -e 4194304
 done
+t "p2p: tcp receives in place (every large receive's bytes land in the destination)" 120 \
+    sh "$S/tests/test_tcp_inplace.sh" "$B"
+t "fail: inplace, tcp (a receive in place times out mid-transfer)" 90 env RCOLL_TRANSPORTS=tcp \
+    "$B/tests/test_fail" inplace
 t "p2p: shm single copy, 3 ranks" 300 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=4096 \
     "$RUN" -n 3 "$B/tests/test_p2p"
 # whole transfers as one single-copy message over 4 KiB slots (messages

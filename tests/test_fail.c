@@ -27,6 +27,14 @@
  *             for and so freed its request. The
  *             transport's late completions must not touch freed memory
  *             (run under ASan: tests/run-tests.sh's sanitizer job).
+ *   inplace   (RCOLL_TIMEOUT=2) rank 0's 256 MiB irecv from rank 1 lands in
+ *             place (tcp); once its first bytes are there, rank 0 stops
+ *             rank 1 (SIGSTOP) mid-transfer: the receive fails with
+ *             RCOLL_ERR_TIMEOUT, and nothing writes into its buffer after
+ *             that (checked at 8 s, rank 1 continued at 5 s). Today the
+ *             engine reads no socket after a failure at all, so this
+ *             passes even without coll_sched_unplace (which keeps it so
+ *             if that changes); it pins the behaviour, not that call.
  *   abort_race  (one process, TRIALS, default 1000) a thread calls
  *             collectives, rcoll_comm_rank/size, dump and async-error on a
  *             one-rank communicator in a loop while another aborts it
@@ -36,7 +44,7 @@
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
  * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|
- *                  inflight|abort_race [TRIALS]|loop */
+ *                  inflight|inplace|abort_race [TRIALS]|loop */
 #include <rcoll.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -58,6 +66,7 @@ static double now(void)
 
 static volatile double *victim_died; /* shared with the children */
 static volatile int *named_culprit;  /* shared: a survivor named rank 3 */
+static volatile int *rank1_pid;      /* shared: for inplace's SIGSTOP */
 
 static int names(const char *msg, int r)
 {
@@ -276,6 +285,53 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         free(buf);
         return ok ? 0 : 2;
     }
+    if (!strcmp(scn, "inplace")) {
+        size_t bytes = (size_t)256 << 20;
+        volatile char *buf = malloc(bytes);
+        if (!buf)
+            return 1;
+        int ok = 1;
+        double t0 = now();
+        if (rank == 0) {
+            memset((char *)buf, 0, bytes);
+            rcoll_request_t req;
+            st = rcoll_irecv((char *)buf, bytes, RCOLL_UINT8, 1, c, NULL,
+                             &req);
+            while (st == RCOLL_OK && buf[0] == 0 && now() - t0 < 20)
+                ; /* the first chunk lands */
+            if (buf[0] == 0)
+                printf("rank 0: nothing arrived in 20 s\n");
+            if (*rank1_pid > 0)
+                kill((pid_t)*rank1_pid, SIGSTOP); /* rank 1, mid-way */
+            if (st == RCOLL_OK)
+                st = rcoll_wait(req);
+            printf("rank 0: %s after %.2f s: %s\n", rcoll_status_string(st),
+                   now() - t0, rcoll_last_error());
+            ok = st == RCOLL_ERR_TIMEOUT;
+            memset((char *)buf, 0x5a, bytes);
+            while (now() - t0 < 8.0) /* rank 1 goes on at 5 s */
+                usleep(100 * 1000);
+            for (size_t i = 0; i < bytes; i++)
+                if (buf[i] != 0x5a) {
+                    printf("rank 0: byte %zu of the failed receive's "
+                           "buffer was written after it failed\n", i);
+                    ok = 0;
+                    break;
+                }
+        } else if (rank == 1) {
+            memset((char *)buf, 0x3c, bytes);
+            *rank1_pid = (int)getpid();
+            rcoll_request_t req;
+            st = rcoll_isend((char *)buf, bytes, RCOLL_UINT8, 0, c, NULL,
+                             &req);
+            if (st == RCOLL_OK)
+                st = rcoll_wait(req);
+            printf("rank 1: %s at %.2f s: %s\n", rcoll_status_string(st), now() - t0, rcoll_last_error());
+        }
+        rcoll_comm_destroy(c);
+        free((char *)buf);
+        return ok ? 0 : 2;
+    }
     if (!strcmp(scn, "mismatch")) {
         float a[64] = {0}, b[64];
         double t0 = now();
@@ -424,7 +480,8 @@ int main(int argc, char **argv)
         return by_hand_loop();
     if (!strcmp(scn, "abort_race"))
         return abort_race(argc > 2 ? atoi(argv[2]) : 1000);
-    if (!strcmp(scn, "timeout") || !strcmp(scn, "cycle"))
+    if (!strcmp(scn, "timeout") || !strcmp(scn, "cycle") ||
+        !strcmp(scn, "inplace"))
         setenv("RCOLL_TIMEOUT", "2", 1);
     if (!strcmp(scn, "mismatch"))
         setenv("RCOLL_TIMEOUT", "5", 1);
@@ -441,6 +498,7 @@ int main(int argc, char **argv)
         return 1;
     victim_died = (volatile double *)shared;
     named_culprit = (volatile int *)(shared + 64);
+    rank1_pid = (volatile int *)(shared + 128);
     int n = 4;
     rcoll_unique_id_t id;
     /* fork before any thread exists (the id's root service is one), then
@@ -473,7 +531,8 @@ int main(int argc, char **argv)
     int bad = 0, left = n, cont = 0;
     double t0 = now();
     while (left > 0) {
-        if (!strcmp(scn, "inflight") && !cont && now() - t0 > 5.0) {
+        if ((!strcmp(scn, "inflight") || !strcmp(scn, "inplace")) && !cont &&
+            now() - t0 > 5.0) {
             kill(pids[1], SIGCONT);
             cont = 1;
         }

@@ -256,6 +256,58 @@ static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
     return h->tag == (uint32_t)s->tag;
 }
 
+/* ---- receives in place ---- */
+
+static void place_key(const coll_sched_t *s, int i, rcoll_tl_place_t *pl)
+{
+    const coll_step_t *t = &s->steps[i];
+    pl->seq = s->seq;
+    pl->kind = sched_kind_word(s) | (uint32_t)t->recv_class << 24;
+    pl->step = (uint32_t)s->ord[2 * i + 1];
+    pl->tag = (uint32_t)(is_p2p(s) ? s->tag : s->root);
+    pl->total = s->count;
+    pl->chunk = s->chunk;
+    pl->dst = t->recv_dst;
+    pl->bytes = t->recv_bytes;
+}
+
+/* Posts the steps still to come that may receive in place (once the
+ * messages' seq is known: a receive's, when it has matched). */
+static void sched_place(coll_sched_t *s, const coll_env_t *e)
+{
+    for (int i = s->r_step; i < s->nsteps; i++) {
+        coll_step_t *t = &s->steps[i];
+        if (!t->recv_place || t->placed || t->recv_mode != RECV_COPY ||
+            t->recv_peer < 0 || t->recv_bytes < COLL_PLACE_MIN ||
+            !e->tls[t->recv_peer]->recv_place)
+            continue;
+        rcoll_tl_place_t pl;
+        place_key(s, i, &pl);
+        if (e->tls[t->recv_peer]->recv_place(e->eps[t->recv_peer], &pl)) {
+            t->placed = 1;
+            s->nplaced++;
+        }
+    }
+}
+
+static void step_unplace(coll_sched_t *s, const coll_env_t *e, int i)
+{
+    coll_step_t *t = &s->steps[i];
+    if (!t->placed)
+        return;
+    rcoll_tl_place_t pl;
+    place_key(s, i, &pl);
+    e->tls[t->recv_peer]->recv_unplace(e->eps[t->recv_peer], &pl);
+    t->placed = 0;
+    s->nplaced--;
+}
+
+void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e)
+{
+    for (int i = 0; s->nplaced > 0 && i < s->nsteps; i++)
+        step_unplace(s, e, i);
+}
+
 /* Receives what has arrived, in (step, chunk) order. */
 static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
@@ -266,6 +318,7 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
         coll_step_t *t = &s->steps[s->r_step];
         int peer = t->recv_peer;
         if (s->r_chunk >= recv_nch(s, t)) {
+            step_unplace(s, e, s->r_step);
             s->r_step++;
             s->r_chunk = 0;
             continue;
@@ -294,6 +347,7 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
             s->seq = h->seq; /* the rest of this message, and our CTS */
             s->p2p_matched = 1;
             coll_p2p_recv_unregister(s);
+            sched_place(s, e); /* before our go-ahead leaves */
         }
         const rcoll_tl_ops_t *tl = e->tls[peer];
         int check = (h->kind & RCOLL_HDR_CSUM) != 0;
@@ -330,7 +384,8 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
                 st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
                 if (st != RCOLL_OK)
                     return peer_error(s, e, st, peer, "receiving from");
-            } else if (len) {
+            } else if (len && payload != t->recv_dst + off) {
+                /* (a receive in place has it there already) */
                 s->md->copy(t->recv_dst + off, payload, len);
             }
             break;
@@ -456,6 +511,8 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
         if (s->kind == COLL_RECV &&
             (st = coll_p2p_recv_register(s, e)) != RCOLL_OK)
             return st;
+        if (s->kind != COLL_RECV)
+            sched_place(s, e);
     }
     for (;;) {
         int moved = 0;

@@ -82,7 +82,15 @@ typedef struct {
     const char *recv_local; /* RECV_REDUCE*: the local operand */
     size_t recv_bytes;
     recv_mode_t recv_mode;
+    /* RECV_COPY into memory that nothing else in the operation reads or
+     * writes, so the transport may land the data there as it arrives,
+     * before the step's turn (a receive in place: tl recv_place) */
+    unsigned char recv_place;
+    unsigned char placed;   /* execution: registered with the transport */
 } coll_step_t;
+/* Receives in place are posted from this many bytes (smaller ones cost
+ * less to copy than to post) */
+#define COLL_PLACE_MIN ((size_t)64 << 10)
 
 /* What a schedule needs to know of its communicator. */
 typedef struct coll_env {
@@ -161,6 +169,7 @@ typedef struct coll_sched {
     int state_small[3 * 8]; /* recv_done and ord of up to 8 steps (no
                                allocation for small collectives) */
     int sends_inflight;
+    int nplaced;            /* steps posted in place (coll_sched_unplace) */
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;
     const coll_md_t *md;
@@ -179,6 +188,9 @@ void coll_sched_step_init(coll_step_t *st);
 rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *env,
                                    int *progressed);
 void coll_sched_send_done(coll_sched_t *s);
+/* Ends the receives in place still posted (a failed or cancelled
+ * operation's): before the request completes, while the transports live. */
+void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e);
 void coll_sched_free(coll_sched_t *s);
 const char *coll_kind_name(coll_kind_t k);
 

@@ -146,6 +146,8 @@ static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
     r->status = st;
     if (st != RCOLL_OK)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg);
+    /* no transport may write into its buffers once it is done */
+    coll_sched_unplace(&r->sched, &c->env);
     if (r->prev)
         r->prev->next = r->next;
     else

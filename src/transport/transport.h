@@ -70,6 +70,20 @@ typedef struct {
 typedef struct rcoll_tl_ctx rcoll_tl_ctx_t;
 typedef struct rcoll_tl_ep rcoll_tl_ep_t;
 
+/* A receive posted in place (recv_place): the messages whose header has
+ * these seq, kind (without RCOLL_HDR_CSUM), step, tag and total carry the
+ * `bytes` of `dst`, chunk i at dst + i * chunk. */
+typedef struct {
+    uint64_t seq;
+    uint32_t kind;
+    uint32_t step;
+    uint32_t tag;
+    uint64_t total;
+    size_t chunk;
+    char *dst;
+    size_t bytes;
+} rcoll_tl_place_t;
+
 typedef struct rcoll_tl_ops {
     const char *name;
     const char *doc;
@@ -129,6 +143,17 @@ typedef struct rcoll_tl_ops {
     rcoll_status_t (*mem_reg)(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
                               void **h);
     void (*mem_dereg)(rcoll_tl_ctx_t *ctx, void *h);
+    /* Optional: receive in place. From now until recv_unplace, the
+     * transport may land the payload of messages that match `pl` straight
+     * in pl->dst (recv_peek then gives a payload pointer into dst, where
+     * the receiver would have copied it). 1: taken; 0: not (full), the
+     * messages go through the slots as ever. Wire and credits are the
+     * same either way: only where the bytes land changes. */
+    int (*recv_place)(rcoll_tl_ep_t *ep, const rcoll_tl_place_t *pl);
+    /* Ends a recv_place (same seq, step and dst). Whatever the transport
+     * holds in dst of messages not yet released (a failed operation's) is
+     * moved to its own memory first, so dst may be freed at once. */
+    void (*recv_unplace)(rcoll_tl_ep_t *ep, const rcoll_tl_place_t *pl);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
     /* For rcoll-info -m: the bytes this rank allocates per peer it serves

@@ -48,6 +48,7 @@ static rcoll_status_t pairwise(coll_sched_t *s, const coll_env_t *e,
         t.recv_dst = LEN(rl, from) ? out + AT(ro, from) : NULL;
         t.recv_bytes = LEN(rl, from);
         t.recv_mode = RECV_COPY;
+        t.recv_place = 1; /* the input is never recvbuf (in place: a copy) */
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
     }

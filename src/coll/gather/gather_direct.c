@@ -29,6 +29,7 @@ rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e)
         t.recv_dst = out + (size_t)p * b;
         t.recv_bytes = b;
         t.recv_mode = RECV_COPY;
+        t.recv_place = 1; /* block p is only ever p's */
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
     }

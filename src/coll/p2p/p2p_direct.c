@@ -80,5 +80,6 @@ rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e)
     t.recv_class = COLL_MSG_P2P;
     t.recv_always = 1;
     t.recv_mode = RECV_COPY;
+    t.recv_place = 1; /* the user's buffer, only this message's */
     return coll_sched_add(s, &t);
 }

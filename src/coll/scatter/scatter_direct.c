@@ -17,6 +17,7 @@ rcoll_status_t coll_scatter_direct(coll_sched_t *s, const coll_env_t *e)
         t.recv_dst = s->recvbuf;
         t.recv_bytes = b;
         t.recv_mode = RECV_COPY;
+        t.recv_place = 1;
         return coll_sched_add(s, &t);
     }
     if (s->recvbuf != in + (size_t)r * b)

@@ -21,6 +21,7 @@
 enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 #define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
+#define TCP_NPLACE 8 /* receives in place per peer at a time */
 
 typedef struct {
     uint32_t type;
@@ -45,6 +46,8 @@ typedef struct {
     int idx;
     /* receive side */
     char **slot;              /* nslots buffers of chunk_size, lazily */
+    char **slot_pay;          /* where each slot's payload is: its buffer,
+                                 or the receiver's (tcp_recv_place) */
     rcoll_msg_hdr_t *slot_hdr;
     int rx_head, rx_count;
     tcp_wire_t rx_wire;
@@ -73,6 +76,12 @@ struct tcp_ep {
     char end_what[256];       /* why the first one ended */
     char fail_msg[1024];      /* the message given to the communicator */
     int failed;
+    /* receives posted in place: payload that matches lands in dst */
+    struct {
+        rcoll_tl_place_t pl;
+        size_t landed;        /* payload bytes read straight into dst */
+    } place[TCP_NPLACE];
+    int nplace;
 };
 
 struct rcoll_tl_ctx {
@@ -353,6 +362,91 @@ static ssize_t tcp_recv(tcp_sock_t *s, void *buf, size_t len, const char *eof)
     }
 }
 
+/* ---- receive in place ---- */
+
+/* Where the payload of the message `h` goes if a receive was posted in
+ * place for it; NULL: into a slot. */
+static char *tcp_place_find(tcp_ep_t *ep, const rcoll_msg_hdr_t *h)
+{
+    for (int i = 0; i < ep->nplace; i++) {
+        const rcoll_tl_place_t *pl = &ep->place[i].pl;
+        if (pl->seq != h->seq || pl->step != h->step ||
+            pl->kind != (h->kind & ~RCOLL_HDR_CSUM) || pl->tag != h->tag ||
+            pl->total != h->total)
+            continue;
+        size_t off = (size_t)h->chunk * pl->chunk;
+        if (h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
+            h->len > pl->bytes - off)
+            return NULL; /* not what it should be: the receiver sees */
+        ep->place[i].landed += h->len;
+        return pl->dst + off;
+    }
+    return NULL;
+}
+
+static int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    if (ep->nplace == TCP_NPLACE || !pl->chunk || !pl->bytes)
+        return 0;
+    ep->place[ep->nplace].pl = *pl;
+    ep->place[ep->nplace++].landed = 0;
+    return 1;
+}
+
+/* Moves a payload that lies in [lo, hi) into the slot's own buffer. */
+static int tcp_slot_unplace(tcp_sock_t *s, int slot, size_t len,
+                            const char *lo, const char *hi)
+{
+    char *p = s->slot_pay[slot];
+    if (!p || p < lo || p >= hi)
+        return 0;
+    if (!s->slot[slot] && !(s->slot[slot] = malloc(s->ep->ctx->p.chunk_size)))
+        return -1;
+    memcpy(s->slot[slot], p, len);
+    s->slot_pay[slot] = s->slot[slot];
+    return 0;
+}
+
+static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    int i = 0, nslots = ep->ctx->p.nslots;
+    while (i < ep->nplace && (ep->place[i].pl.seq != pl->seq ||
+                              ep->place[i].pl.step != pl->step ||
+                              ep->place[i].pl.dst != pl->dst))
+        i++;
+    if (i == ep->nplace)
+        return;
+    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: %zu of %zu bytes from rank %d "
+                "(message %llu, transfer %u) landed in place",
+                ep->place[i].landed, pl->bytes, ep->peer,
+                (unsigned long long)pl->seq, pl->step);
+    ep->place[i] = ep->place[--ep->nplace];
+    /* a failed operation's messages that already landed, or are landing,
+     * in dst: into the slots, before dst can be freed */
+    const char *lo = pl->dst, *hi = pl->dst + pl->bytes;
+    for (int k = 0; k < ep->ctx->nsocks; k++) {
+        tcp_sock_t *s = &ep->socks[k];
+        int err = 0;
+        if (!s->slot_pay)
+            continue;
+        for (int j = 0; j < s->rx_count; j++) {
+            int slot = (s->rx_head + j) % nslots;
+            err |= tcp_slot_unplace(s, slot, s->slot_hdr[slot].len, lo, hi);
+        }
+        if (s->rx_in_payload)
+            err |= tcp_slot_unplace(s, (s->rx_head + s->rx_count) % nslots,
+                                    s->rx_poff, lo, hi);
+        if (err) {
+            /* nothing of this socket may point into dst any more */
+            tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
+            s->rx_count = 0;
+            s->rx_in_payload = 0;
+        }
+    }
+}
+
 static void tcp_sock_read(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
@@ -391,19 +485,26 @@ static void tcp_sock_read(tcp_sock_t *s)
             int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
             s->slot_hdr[slot] = s->rx_wire.hdr;
             if (s->rx_wire.hdr.len == 0) {
+                s->slot_pay[slot] = s->slot[slot];
                 s->rx_count++;
                 continue;
             }
-            if (!s->slot[slot] && !(s->slot[slot] = malloc(cs))) {
-                tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
-                return;
+            s->slot_pay[slot] = tcp_place_find(ep, &s->rx_wire.hdr);
+            if (!s->slot_pay[slot]) {
+                if (!s->slot[slot] && !(s->slot[slot] = malloc(cs))) {
+                    tcp_ep_fail(ep, "out of memory for a receive slot",
+                                ENOMEM);
+                    return;
+                }
+                s->slot_pay[slot] = s->slot[slot];
             }
             s->rx_in_payload = 1;
             s->rx_poff = 0;
         }
         int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
         size_t len = s->rx_wire.hdr.len;
-        ssize_t r = tcp_recv(s, s->slot[slot] + s->rx_poff, len - s->rx_poff,
+        ssize_t r = tcp_recv(s, s->slot_pay[slot] + s->rx_poff,
+                             len - s->rx_poff,
                              "the connection closed in the middle of a "
                              "message (process died or was killed?)");
         if (r <= 0)
@@ -441,7 +542,7 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
         return RCOLL_INPROGRESS;
     }
     *hdr = &s->slot_hdr[s->rx_head];
-    *payload = s->slot[s->rx_head];
+    *payload = s->slot_pay[s->rx_head];
     return RCOLL_OK;
 }
 
@@ -492,6 +593,7 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks, int nslots)
             for (int j = 0; j < nslots; j++)
                 free(s->slot[j]);
         free(s->slot);
+        free(s->slot_pay);
         free(s->slot_hdr);
         free(s->txq);
     }
@@ -577,8 +679,9 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
             s->txq_cap = p->nslots + 4;
             s->slot = calloc((size_t)p->nslots, sizeof(char *));
             s->slot_hdr = calloc((size_t)p->nslots, sizeof(rcoll_msg_hdr_t));
+            s->slot_pay = calloc((size_t)p->nslots, sizeof(char *));
             s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
-            if (!s->slot || !s->slot_hdr || !s->txq) {
+            if (!s->slot || !s->slot_hdr || !s->slot_pay || !s->txq) {
                 st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
                 goto err;
             }
@@ -800,6 +903,8 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .send = tcp_send,
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
+    .recv_place = tcp_recv_place,
+    .recv_unplace = tcp_recv_unplace,
     .progress = NULL,
     .idle = tcp_idle,
     .ctx_destroy = tcp_ctx_destroy,
