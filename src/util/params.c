@@ -284,6 +284,11 @@ static const param_t params[] = {
     P("IB_INLINE", "128", "size", ib_inline, size,
       "messages up to this many payload bytes go inline in the work "
       "request (no staging copy; capped by the device)"),
+    P("IB_PLACE_MIN", "1M", "size", ib_place_min, size,
+      "receives of at least this many bytes whose destination nothing else "
+      "touches (point to point, pairwise all-to-all, direct gather and "
+      "scatter) register it and the sender RDMA-writes the data straight "
+      "into it, not into a slot; 0: never (each one costs an ibv_reg_mr)"),
     P("HOSTID", "", "string", hostid, string,
       "overrides this process's host identity: ranks with the same value "
       "are on one host (shared memory between them, one block of the ring "

@@ -49,6 +49,7 @@ typedef struct {
     const char *ib_connect;     /* cm | oob */
     const char *ib_imm;         /* auto | 1 | 0 */
     size_t ib_inline;           /* inline sends up to this many bytes */
+    size_t ib_place_min;        /* receives in place (RDMA) from this */
     /* topology (src/topo; read by rcoll-topo in this release) */
     const char *topo_file;      /* hwloc XML */
     const char *topo_dump_file; /* write the topology in use here */

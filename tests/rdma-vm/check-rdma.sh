@@ -113,8 +113,14 @@ check "siw: 4 ranks on 2 hosts (shm inside, ib across), matrix" \
 check "siw: 4 ranks on 2 hosts, every pair over ib, 2 QPs per peer, 3 slots" \
     hosts 4 29703 env RCOLL_TRANSPORTS=ib RCOLL_IB_QPS_PER_PEER=2 RCOLL_NSLOTS=3 \
     RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -N $N
-check "siw: point to point (ring, halo, all-pairs, tags, groups, overlap), 4 ranks on 2 hosts over ib" \
-    hosts 4 29716 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 1048576
+placed() { # placed CMD...: CMD passes and some sender wrote in place
+    "$@" || return 1
+    grep -h "written in place" "$L"/rank0.log | head -n 2
+    grep -q "[1-9][0-9]* written in place" "$L"/rank0.log || { echo "no data written in place"; return 1; }
+}
+# (receives in place from 64 KiB: RDMA into the receiver's buffer)
+check "siw: point to point (ring, halo, all-pairs, tags, groups, overlap), 4 ranks on 2 hosts over ib, receives in place" \
+    placed hosts 4 29716 env RCOLL_TRANSPORTS=ib RCOLL_IB_PLACE_MIN=64K $info $B/tests/test_p2p -e 1048576
 check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
     $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat \
         allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \
@@ -148,6 +154,14 @@ rxezc() {
         $B/tools/rcoll-run -n 3 $B/tests/test_register > "$L/rank0.log" 2>&1
 }
 check "rxe: registered buffers sent zero-copy, 3 ranks" zcopy rxezc
+rxeplace() {
+    $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_CHUNK_SIZE=64K RCOLL_IB_PLACE_MIN=64K $info \
+        $B/tools/rcoll-run -n 3 $B/tests/test_coll -q -C alltoall,alltoallv,gather,scatter,sendrecv \
+        -N 0,7,70000 > "$L/rank0.log" 2>&1
+    rc=$?; cat "$L/rank0.log"; return $rc
+}
+check "rxe: receives in place (RDMA into the receiver's buffer), all-to-all(v), gather, scatter, 3 ranks" \
+    placed rxeplace
 
 netem() { # netem add|del: 2% loss and 2 ms +- 1 ms delay on both hosts' links
     for h in 0 1; do

@@ -24,7 +24,18 @@
  * Payloads are copied into a registered staging slot (or go inline when
  * small), except from memory the user registered (rcoll_comm_register):
  * then the WRITE gathers the header from staging and the payload in place,
- * and the send is done when its completion arrives. There is no automatic
+ * and the send is done when its completion arrives.
+ *
+ * Receives in place (recv_place, from RCOLL_IB_PLACE_MIN bytes): the
+ * receiver registers the destination and tells the sender where it is (a
+ * PLACE notice through a slot, which the receiver's engine never sees:
+ * the sender takes it when it arrives). The sender then RDMA-writes each
+ * matching payload straight into the destination, followed by the header
+ * alone into the slot, signalled as IMM_PLACED; RC ordering puts the data
+ * there before the signal. Data sent before the notice arrived goes
+ * through the slots as ever. Unposting deregisters the destination, so a
+ * write that comes later (a failed operation's) fails on the sender's
+ * queue pair instead of touching freed memory. There is no automatic
  * registration cache: without memory hooks rcoll cannot see a buffer
  * freed and its address reused. */
 #include "transport/transport.h"
@@ -57,7 +68,20 @@
 #define IMM_TYPE(x) ((x) >> 30)
 #define IMM_CREDITS(x) (((x) >> 16) & 0x3fffU)
 #define IMM_ARG(x) ((x) & 0xffffU)
-enum { IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
+enum { IMM_PLACED = 0, IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
+/* a header kind of the transport's own (the class bits of
+ * rcoll_msg_hdr_t.kind no operation uses): a PLACE notice */
+#define IB_KIND_PLACE (0x7fu << 24)
+#define IB_NPLACE 8   /* receives in place posted per peer at a time */
+#define IB_NRPLACE 16 /* a peer's destinations remembered per peer */
+/* slot flags (receive side) */
+enum { SLOT_PLAIN = 0, SLOT_PLACED = 1, SLOT_TL = 2 };
+
+/* A PLACE notice's payload: which messages, and where they go. */
+typedef struct {
+    uint64_t seq, total, chunk, addr, bytes;
+    uint32_t kind, step, tag, rkey;
+} ib_place_msg_t;
 enum { CTRL_BYE = 1, CTRL_ABORT = 2 };
 #define IB_MAX_CREDITS 0x3fff
 
@@ -86,6 +110,7 @@ typedef struct {
     struct ibv_mr *rbuf_mr;
     int nrecv;
     int rx_head, rx_count;
+    unsigned char *rx_flag;   /* by slot: SLOT_* */
     int credits_owed;
     int bye, aborted;         /* what the peer said on this QP */
     /* send side */
@@ -114,6 +139,16 @@ struct ib_ep {
     /* the peeked slot's header, copied out of the ring: the peer can
      * RDMA-write the ring at any time, so the engine checks this copy */
     rcoll_msg_hdr_t rx_hdr;
+    /* receives in place we posted: registered destinations */
+    struct {
+        rcoll_tl_place_t pl;
+        struct ibv_mr *mr;
+        size_t landed;
+    } place[IB_NPLACE];
+    int nplace;
+    /* the peer's: where its receives want our data */
+    ib_place_msg_t rplace[IB_NRPLACE];
+    int nrplace;
 };
 
 struct rcoll_tl_ctx {
@@ -147,7 +182,7 @@ struct rcoll_tl_ctx {
     pthread_mutex_t reg_lock;
     struct ib_ureg **regs;
     int nregs, regs_cap;
-    uint64_t n_sent, n_zcopy;
+    uint64_t n_sent, n_zcopy, n_placed;
 };
 
 typedef struct ib_ureg {
@@ -478,6 +513,7 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
     switch (IMM_TYPE(w)) {
     case IMM_CREDIT:
         return;
+    case IMM_PLACED:
     case IMM_DATA: {
         int slot = (q->rx_head + q->rx_count) % ctx->p.nslots;
         const rcoll_msg_hdr_t *h = (const rcoll_msg_hdr_t *)(
@@ -488,6 +524,26 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
                        "%d (%d full), length %u", IMM_ARG(w), slot,
                        q->rx_count, h->len);
             return;
+        }
+        q->rx_flag[slot] = IMM_TYPE(w) == IMM_PLACED ? SLOT_PLACED
+                                                     : SLOT_PLAIN;
+        if (IMM_TYPE(w) == IMM_DATA && h->kind == IB_KIND_PLACE) {
+            /* where the peer wants a receive's data: taken now, so that
+             * what we send from here on goes there (the slot is skipped
+             * when the engine reaches it) */
+            if (h->len != sizeof(ib_place_msg_t)) {
+                ib_ep_fail(ep, "protocol error: a %u-byte PLACE notice",
+                           h->len);
+                return;
+            }
+            if (ep->nrplace == IB_NRPLACE) /* stale ones: the oldest goes */
+                memmove(&ep->rplace[0], &ep->rplace[1],
+                        (IB_NRPLACE - 1) * sizeof(ep->rplace[0]));
+            else
+                ep->nrplace++;
+            memcpy(&ep->rplace[ep->nrplace - 1], (const char *)h + sizeof(*h),
+                   sizeof(ib_place_msg_t));
+            q->rx_flag[slot] = SLOT_TL;
         }
         q->rx_count++;
         return;
@@ -716,6 +772,23 @@ static uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
 
 /* ---- data path ---- */
 
+/* The peer's receive in place that message h belongs to, or -1. */
+static int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
+{
+    for (int i = ep->nrplace - 1; i >= 0; i--) {
+        const ib_place_msg_t *rp = &ep->rplace[i];
+        if (rp->seq != h->seq || rp->step != h->step ||
+            rp->kind != (h->kind & ~RCOLL_HDR_CSUM) || rp->tag != h->tag ||
+            rp->total != h->total)
+            continue;
+        uint64_t off = (uint64_t)h->chunk * rp->chunk;
+        if (off >= rp->bytes || h->len > rp->bytes - off)
+            return -1; /* not its data: through the slot, the peer sees */
+        return i;
+    }
+    return -1;
+}
+
 static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                               const void *payload, void *cookie, int flags)
 {
@@ -732,28 +805,58 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                 ep->peer);
     if (hdr->len > ctx->p.chunk_size)
         return RCOLL_ERR_INTERNAL;
-    int need = q->imm ? 1 : 2;
+    int rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+    int need = (q->imm ? 1 : 2) + (rp >= 0);
     if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
         q->sq_free < need) {
         ib_poll(ctx);
+        rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+        need = (q->imm ? 1 : 2) + (rp >= 0);
         if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
             q->sq_free < need)
             return RCOLL_INPROGRESS;
     }
     uint32_t slot = (uint32_t)(q->tx_seq % ns);
+    char *s = q->tx + (size_t)slot * ctx->stride;
     size_t len = sizeof(rcoll_msg_hdr_t) + hdr->len;
     int c = RCOLL_MIN(q->credits_owed, IB_MAX_CREDITS);
-    uint32_t word = IMM(IMM_DATA, c, slot);
-    struct ibv_sge sge[2];
-    struct ibv_send_wr wr[2], *bad;
+    uint32_t word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
+    struct ibv_sge sge[3];
+    struct ibv_send_wr wr[3], *bad, *m;
     uint32_t ukey = 0;
     memset(wr, 0, sizeof(wr));
-    int inl = len <= ctx->max_inline && hdr->len <= rcoll_config.ib_inline;
+    int inl = rp < 0 && len <= ctx->max_inline &&
+              hdr->len <= rcoll_config.ib_inline;
     if (!inl && hdr->len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, hdr->len);
-    if (ukey) {
+    if (rp >= 0) {
+        /* the payload straight into the peer's destination (from the
+         * user's registered memory, else from staging), then the header
+         * alone into the slot */
+        const ib_place_msg_t *p = &ep->rplace[rp];
+        uint64_t off = (uint64_t)hdr->chunk * p->chunk;
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (!ukey)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        sge[2] = ukey ? (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey}
+                      : (struct ibv_sge){(uintptr_t)(s + IB_HDR), hdr->len,
+                                         q->tx_mr->lkey};
+        wr[2].wr_id = WRID(q, WR_NOTE, 0);
+        wr[2].opcode = IBV_WR_RDMA_WRITE;
+        wr[2].sg_list = &sge[2];
+        wr[2].num_sge = 1;
+        wr[2].send_flags = IBV_SEND_SIGNALED;
+        wr[2].wr.rdma.remote_addr = p->addr + off;
+        wr[2].wr.rdma.rkey = p->rkey;
+        wr[2].next = &wr[0];
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+                                  q->tx_mr->lkey};
+        wr[0].num_sge = 1;
+        if (off + hdr->len >= p->bytes) /* its last: forget it */
+            ep->rplace[rp] = ep->rplace[--ep->nrplace];
+        ctx->n_placed++;
+    } else if (ukey) {
         /* registered user memory: the NIC gathers the payload in place */
-        char *s = q->tx + (size_t)slot * ctx->stride;
         memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
         sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
                                   q->tx_mr->lkey};
@@ -766,7 +869,6 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         wr[0].num_sge = hdr->len ? 2 : 1;
         wr[0].send_flags = IBV_SEND_INLINE;
     } else {
-        char *s = q->tx + (size_t)slot * ctx->stride;
         memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
         if (hdr->len)
             memcpy(s + IB_HDR, payload, hdr->len);
@@ -794,7 +896,8 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         wr[1].num_sge = 1;
         wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
     }
-    int rc = ibv_post_send(q->qp, wr, &bad);
+    m = rp >= 0 ? &wr[2] : &wr[0];
+    int rc = ibv_post_send(q->qp, m, &bad);
     if (rc != 0) {
         ib_ep_fail(ep, "ibv_post_send on queue pair %d: %s", q->idx,
                    strerror(rc));
@@ -810,12 +913,69 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         /* done when the NIC has read it: at the completion */
         q->tx_cookie[slot] = cookie;
         ctx->n_zcopy++;
-    } else {
+    } else if (cookie) {
         /* the payload was copied (staging or inline): the buffer is free */
         ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
     }
     return RCOLL_OK;
 }
+
+/* ---- receives in place ---- */
+
+static int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
+        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
+        return 0;
+    struct ibv_mr *mr = ibv_reg_mr(ctx->pd, pl->dst, pl->bytes,
+                                   IBV_ACCESS_LOCAL_WRITE |
+                                   IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) {
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: cannot register %zu bytes for a "
+                    "receive in place from rank %d (%s): through the slots",
+                    pl->bytes, ep->peer, strerror(errno));
+        return 0;
+    }
+    ib_place_msg_t m = {.seq = pl->seq, .total = pl->total,
+                        .chunk = pl->chunk, .addr = (uintptr_t)pl->dst,
+                        .bytes = pl->bytes, .kind = pl->kind,
+                        .step = pl->step, .tag = pl->tag, .rkey = mr->rkey};
+    rcoll_msg_hdr_t h = {.kind = IB_KIND_PLACE, .len = sizeof(m)};
+    char buf[sizeof(m)];
+    memcpy(buf, &m, sizeof(m));
+    if (ib_send(tep, &h, buf, NULL, 0) != RCOLL_OK) {
+        /* no credit now (or the link failed: the next call says so) */
+        ibv_dereg_mr(mr);
+        return 0;
+    }
+    ep->place[ep->nplace].pl = *pl;
+    ep->place[ep->nplace].mr = mr;
+    ep->place[ep->nplace++].landed = 0;
+    return 1;
+}
+
+static void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    for (int i = 0; i < ep->nplace; i++) {
+        if (ep->place[i].pl.seq != pl->seq || ep->place[i].pl.step != pl->step ||
+            ep->place[i].pl.dst != pl->dst)
+            continue;
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: %zu of %zu bytes from rank %d "
+                    "(message %llu, transfer %u) landed in place",
+                    ep->place[i].landed, pl->bytes, ep->peer,
+                    (unsigned long long)pl->seq, pl->step);
+        /* a write still to come (a failed operation's) now fails on the
+         * peer's queue pair, not in memory that may be freed */
+        ibv_dereg_mr(ep->place[i].mr);
+        ep->place[i] = ep->place[--ep->nplace];
+        return;
+    }
+}
+
+static void ib_recv_release(rcoll_tl_ep_t *tep);
 
 static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
                                    const rcoll_msg_hdr_t **hdr,
@@ -823,15 +983,21 @@ static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
 {
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
-    if (q->rx_count == 0) {
-        if (ep->failed || q->ended)
-            return ib_ep_error(ep);
-        if (q->bye)
-            return rcoll__set_error(RCOLL_ERR_REMOTE,
-                                    "rank %d already destroyed the "
-                                    "communicator", ep->peer);
-        return RCOLL_INPROGRESS;
+    ib_qp_t *q;
+    for (;;) {
+        q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+        if (q->rx_count == 0) {
+            if (ep->failed || q->ended)
+                return ib_ep_error(ep);
+            if (q->bye)
+                return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                        "rank %d already destroyed the "
+                                        "communicator", ep->peer);
+            return RCOLL_INPROGRESS;
+        }
+        if (q->rx_flag[q->rx_head] != SLOT_TL)
+            break;
+        ib_recv_release(tep); /* a PLACE notice, taken when it came */
     }
     char *s = q->rx + (size_t)q->rx_head * ctx->stride;
     memcpy(&ep->rx_hdr, s + IB_HDR_OFF, sizeof(ep->rx_hdr));
@@ -839,6 +1005,27 @@ static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
     *hdr = &ep->rx_hdr;
     *payload = s + IB_HDR;
+    if (q->rx_flag[q->rx_head] == SLOT_PLACED) {
+        /* the payload is where our receive in place wanted it */
+        const rcoll_msg_hdr_t *h = &ep->rx_hdr;
+        for (int i = 0; i < ep->nplace; i++) {
+            const rcoll_tl_place_t *pl = &ep->place[i].pl;
+            size_t off = (size_t)h->chunk * pl->chunk;
+            if (pl->seq != h->seq || pl->step != h->step ||
+                pl->kind != (h->kind & ~RCOLL_HDR_CSUM) ||
+                pl->tag != h->tag || pl->total != h->total ||
+                h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
+                h->len > pl->bytes - off)
+                continue;
+            *payload = pl->dst + off;
+            ep->place[i].landed += h->len;
+            return RCOLL_OK;
+        }
+        ib_ep_fail(ep, "protocol error: data written in place for a "
+                   "receive not posted (transfer %u chunk %u of message "
+                   "%llu)", h->step, h->chunk, (unsigned long long)h->seq);
+        return ib_ep_error(ep);
+    }
     return RCOLL_OK;
 }
 
@@ -847,6 +1034,7 @@ static void ib_recv_release(rcoll_tl_ep_t *tep)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    q->rx_flag[q->rx_head] = SLOT_PLAIN;
     q->rx_head = (q->rx_head + 1) % ctx->p.nslots;
     q->rx_count--;
     ep->rx_seq++;
@@ -864,7 +1052,8 @@ static rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     if (posix_memalign((void **)&q->rx, 4096, ctx->ring_bytes) ||
         posix_memalign((void **)&q->tx, 4096, ctx->ring_bytes) ||
         !(q->rbuf = calloc((size_t)q->nrecv, sizeof(uint32_t))) ||
-        !(q->tx_cookie = calloc((size_t)ctx->p.nslots, sizeof(void *))))
+        !(q->tx_cookie = calloc((size_t)ctx->p.nslots, sizeof(void *))) ||
+        !(q->rx_flag = calloc((size_t)ctx->p.nslots, 1)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory for "
                                 "%zu-byte rings", ctx->ring_bytes);
     memset(q->rx, 0, ctx->ring_bytes);
@@ -1600,9 +1789,11 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
     ctx->closing = 1;
     if (ctx->n_sent)
         rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d sent %llu messages, %llu "
-                   "zero-copy from registered memory", ctx->p.rank,
+                   "zero-copy from registered memory, %llu written in place "
+                   "into the receiver's memory", ctx->p.rank,
                    (unsigned long long)ctx->n_sent,
-                   (unsigned long long)ctx->n_zcopy);
+                   (unsigned long long)ctx->n_zcopy,
+                   (unsigned long long)ctx->n_placed);
     for (int g = 0; g < ctx->nq; g++) {
         ib_qp_t *q = ctx->qps[g];
         while (q->up && !q->ended && q->sq_free < ctx->sq_depth &&
@@ -1643,9 +1834,12 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         free(q->tx);
         free(q->rbuf);
         free(q->tx_cookie);
+        free(q->rx_flag);
     }
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
         if (ctx->eps[i]) {
+            for (int k = 0; k < ctx->eps[i]->nplace; k++)
+                ibv_dereg_mr(ctx->eps[i]->place[k].mr); /* not unposted */
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
         }
@@ -1767,6 +1961,8 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .send = ib_send,
     .recv_peek = ib_recv_peek,
     .recv_release = ib_recv_release,
+    .recv_place = ib_recv_place,
+    .recv_unplace = ib_recv_unplace,
     .progress = ib_progress,
     .idle = ib_idle,
     .ctx_destroy = ib_ctx_destroy,
