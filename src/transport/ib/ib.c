@@ -39,6 +39,7 @@
  * registration cache: without memory hooks rcoll cannot see a buffer
  * freed and its address reused. */
 #include "transport/transport.h"
+#include "transport/slots.h"
 #include "util/params.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,16 +110,14 @@ typedef struct {
     uint32_t *rbuf;           /* a 4-byte SEND target per receive WR */
     struct ibv_mr *rbuf_mr;
     int nrecv;
-    int rx_head, rx_count;
+    rcoll_slots_t sl;         /* the slot/credit state, both ways */
     unsigned char *rx_flag;   /* by slot: SLOT_* */
-    int credits_owed;
     int bye, aborted;         /* what the peer said on this QP */
     /* send side */
     char *tx;                 /* staging: nslots slots + IB_CTRL */
     struct ibv_mr *tx_mr;
     uint64_t raddr;           /* the peer's ring */
     uint32_t rkey;
-    int tx_credits;
     uint64_t tx_seq;          /* data messages posted (remote slot = % n) */
     uint64_t tx_done;         /* data messages completed (staging free) */
     void **tx_cookie;         /* by slot: a zero-copy send's cookie */
@@ -478,12 +477,11 @@ static int ib_post_note(ib_qp_t *q, uint32_t word)
 
 static void ib_send_credits(ib_qp_t *q)
 {
-    if (q->credits_owed == 0 || !q->up || q->ended || q->bye ||
-        q->sq_free < 1)
+    if (q->sl.owed == 0 || !q->up || q->ended || q->bye || q->sq_free < 1)
         return;
-    int c = RCOLL_MIN(q->credits_owed, IB_MAX_CREDITS);
+    int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
     if (ib_post_note(q, IMM(IMM_CREDIT, c, 0)) == 0)
-        q->credits_owed -= c;
+        rcoll_slots_take_owed(&q->sl, c);
 }
 
 /* ---- completions ---- */
@@ -504,25 +502,24 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
 {
     ib_ep_t *ep = q->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    if ((int)IMM_CREDITS(w) > ctx->p.nslots - q->tx_credits) {
+    if (rcoll_slots_credit(&q->sl, IMM_CREDITS(w)) != 0) {
         ib_ep_fail(ep, "protocol error: %u credits, %d already held of %d",
-                   IMM_CREDITS(w), q->tx_credits, ctx->p.nslots);
+                   IMM_CREDITS(w), q->sl.credits, ctx->p.nslots);
         return;
     }
-    q->tx_credits += (int)IMM_CREDITS(w);
     switch (IMM_TYPE(w)) {
     case IMM_CREDIT:
         return;
     case IMM_PLACED:
     case IMM_DATA: {
-        int slot = (q->rx_head + q->rx_count) % ctx->p.nslots;
+        int slot = rcoll_slots_next(&q->sl);
         const rcoll_msg_hdr_t *h = (const rcoll_msg_hdr_t *)(
-            q->rx + (size_t)slot * ctx->stride + IB_HDR_OFF);
-        if ((int)IMM_ARG(w) != slot || q->rx_count == ctx->p.nslots ||
+            q->rx + (size_t)(slot < 0 ? 0 : slot) * ctx->stride + IB_HDR_OFF);
+        if (slot < 0 || (int)IMM_ARG(w) != slot ||
             h->len > ctx->p.chunk_size) {
             ib_ep_fail(ep, "protocol error: message in slot %u, expected "
                        "%d (%d full), length %u", IMM_ARG(w), slot,
-                       q->rx_count, h->len);
+                       q->sl.count, h->len);
             return;
         }
         q->rx_flag[slot] = IMM_TYPE(w) == IMM_PLACED ? SLOT_PLACED
@@ -545,7 +542,7 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
                    sizeof(ib_place_msg_t));
             q->rx_flag[slot] = SLOT_TL;
         }
-        q->rx_count++;
+        rcoll_slots_arrived(&q->sl);
         return;
     }
     case IMM_CTRL:
@@ -807,19 +804,19 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return RCOLL_ERR_INTERNAL;
     int rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
     int need = (q->imm ? 1 : 2) + (rp >= 0);
-    if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
+    if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
         q->sq_free < need) {
         ib_poll(ctx);
         rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
         need = (q->imm ? 1 : 2) + (rp >= 0);
-        if (q->tx_credits == 0 || q->tx_seq - q->tx_done >= ns ||
+        if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
             q->sq_free < need)
             return RCOLL_INPROGRESS;
     }
     uint32_t slot = (uint32_t)(q->tx_seq % ns);
     char *s = q->tx + (size_t)slot * ctx->stride;
     size_t len = sizeof(rcoll_msg_hdr_t) + hdr->len;
-    int c = RCOLL_MIN(q->credits_owed, IB_MAX_CREDITS);
+    int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
     uint32_t word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
     struct ibv_sge sge[3];
     struct ibv_send_wr wr[3], *bad, *m;
@@ -904,8 +901,8 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
     }
     q->sq_free -= need;
-    q->credits_owed -= c;
-    q->tx_credits--;
+    rcoll_slots_take_owed(&q->sl, c);
+    rcoll_slots_sent(&q->sl);
     q->tx_seq++;
     ep->tx_seq++;
     ctx->n_sent++;
@@ -986,7 +983,7 @@ static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
     ib_qp_t *q;
     for (;;) {
         q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
-        if (q->rx_count == 0) {
+        if (q->sl.count == 0) {
             if (ep->failed || q->ended)
                 return ib_ep_error(ep);
             if (q->bye)
@@ -995,17 +992,17 @@ static rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
                                         "communicator", ep->peer);
             return RCOLL_INPROGRESS;
         }
-        if (q->rx_flag[q->rx_head] != SLOT_TL)
+        if (q->rx_flag[q->sl.head] != SLOT_TL)
             break;
         ib_recv_release(tep); /* a PLACE notice, taken when it came */
     }
-    char *s = q->rx + (size_t)q->rx_head * ctx->stride;
+    char *s = q->rx + (size_t)q->sl.head * ctx->stride;
     memcpy(&ep->rx_hdr, s + IB_HDR_OFF, sizeof(ep->rx_hdr));
     if (ep->rx_hdr.len > ctx->p.chunk_size) /* rewritten since: a mismatch */
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
     *hdr = &ep->rx_hdr;
     *payload = s + IB_HDR;
-    if (q->rx_flag[q->rx_head] == SLOT_PLACED) {
+    if (q->rx_flag[q->sl.head] == SLOT_PLACED) {
         /* the payload is where our receive in place wanted it */
         const rcoll_msg_hdr_t *h = &ep->rx_hdr;
         for (int i = 0; i < ep->nplace; i++) {
@@ -1034,14 +1031,11 @@ static void ib_recv_release(rcoll_tl_ep_t *tep)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
-    q->rx_flag[q->rx_head] = SLOT_PLAIN;
-    q->rx_head = (q->rx_head + 1) % ctx->p.nslots;
-    q->rx_count--;
+    q->rx_flag[q->sl.head] = SLOT_PLAIN;
     ep->rx_seq++;
     /* like TCP: credits go back with our next message, alone at half the
      * slots, or when the engine idles */
-    q->credits_owed++;
-    if (2 * q->credits_owed >= ctx->p.nslots)
+    if (rcoll_slots_release(&q->sl))
         ib_send_credits(q);
 }
 
@@ -1669,7 +1663,7 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
             q->idx = k;
             q->gidx = ctx->nq;
             q->nrecv = nrecv;
-            q->tx_credits = p->nslots;
+            rcoll_slots_init(&q->sl, p->nslots);
             ctx->qps[ctx->nq++] = q;
             st = ib_qp_alloc(ctx, q);
             if (st != RCOLL_OK)

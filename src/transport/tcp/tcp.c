@@ -8,6 +8,7 @@
  * communicator cleanly; ABORT that it aborted. EOF without either means the
  * process died. */
 #include "transport/transport.h"
+#include "transport/slots.h"
 #include "util/params.h"
 #include <errno.h>
 #include <poll.h>
@@ -49,14 +50,12 @@ typedef struct {
     char **slot_pay;          /* where each slot's payload is: its buffer,
                                  or the receiver's (tcp_recv_place) */
     rcoll_msg_hdr_t *slot_hdr;
-    int rx_head, rx_count;
+    rcoll_slots_t sl;         /* the slot/credit state, both ways */
     tcp_wire_t rx_wire;
     size_t rx_off;            /* bytes of the current wire header read */
     size_t rx_poff;           /* payload bytes read */
     int rx_in_payload;
-    int credits_owed;         /* slots freed, not yet told to the peer */
     /* send side */
-    int tx_credits;
     tcp_txitem_t *txq;        /* ring */
     int txq_cap, txq_head, txq_count;
     int want_out;
@@ -213,7 +212,7 @@ static void tcp_sock_write(tcp_sock_t *s)
     tcp_ep_t *ep = s->ep;
     while (!s->closed) {
         if (s->txq_count == 0) {
-            if (s->credits_owed > 0 && !s->bye)
+            if (s->sl.owed > 0 && !s->bye)
                 tcp_txq_push(s, TCP_CREDIT, NULL, NULL, NULL);
             else
                 break;
@@ -221,8 +220,8 @@ static void tcp_sock_write(tcp_sock_t *s)
         tcp_txitem_t *it = &s->txq[s->txq_head];
         if (it->off == 0) {
             /* the header is built when its first byte goes out */
-            it->wire.credits = (uint32_t)s->credits_owed;
-            s->credits_owed = 0;
+            it->wire.credits = (uint32_t)rcoll_slots_take_owed(&s->sl,
+                                                               INT32_MAX);
         }
         struct iovec iov[2];
         int n = 0;
@@ -282,13 +281,13 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
-    if (s->tx_credits == 0)
+    if (!rcoll_slots_can_send(&s->sl))
         return RCOLL_INPROGRESS;
     if (hdr->len > ep->ctx->p.chunk_size)
         return RCOLL_ERR_INTERNAL;
     if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0)
         return RCOLL_INPROGRESS;
-    s->tx_credits--;
+    rcoll_slots_sent(&s->sl);
     ep->tx_seq++;
     tcp_sock_write(s);
     return RCOLL_OK;
@@ -302,11 +301,10 @@ static int tcp_handle_wire(tcp_sock_t *s)
     tcp_wire_t *w = &s->rx_wire;
     /* unsigned on the wire: compared before it is added (a huge value
      * cast to int went negative and stalled the sender for good) */
-    if (w->credits > (uint32_t)(ep->ctx->p.nslots - s->tx_credits)) {
+    if (rcoll_slots_credit(&s->sl, w->credits) != 0) {
         tcp_ep_fail(ep, "protocol error: too many credits", 0);
         return -1;
     }
-    s->tx_credits += (int)w->credits;
     switch (w->type) {
     case TCP_CREDIT:
         return 0;
@@ -328,7 +326,7 @@ static int tcp_handle_wire(tcp_sock_t *s)
         return -1;
     case TCP_DATA:
         if (w->hdr.len > ep->ctx->p.chunk_size ||
-            s->rx_count == ep->ctx->p.nslots) {
+            rcoll_slots_next(&s->sl) < 0) {
             tcp_ep_fail(ep, "protocol error: oversized message or no free "
                         "slot", 0);
             return -1;
@@ -411,7 +409,7 @@ static int tcp_slot_unplace(tcp_sock_t *s, int slot, size_t len,
 static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    int i = 0, nslots = ep->ctx->p.nslots;
+    int i = 0;
     while (i < ep->nplace && (ep->place[i].pl.seq != pl->seq ||
                               ep->place[i].pl.step != pl->step ||
                               ep->place[i].pl.dst != pl->dst))
@@ -431,17 +429,17 @@ static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
         int err = 0;
         if (!s->slot_pay)
             continue;
-        for (int j = 0; j < s->rx_count; j++) {
-            int slot = (s->rx_head + j) % nslots;
+        for (int j = 0; j < s->sl.count; j++) {
+            int slot = rcoll_slots_at(&s->sl, j);
             err |= tcp_slot_unplace(s, slot, s->slot_hdr[slot].len, lo, hi);
         }
         if (s->rx_in_payload)
-            err |= tcp_slot_unplace(s, (s->rx_head + s->rx_count) % nslots,
-                                    s->rx_poff, lo, hi);
+            err |= tcp_slot_unplace(s, rcoll_slots_next(&s->sl), s->rx_poff,
+                                    lo, hi);
         if (err) {
             /* nothing of this socket may point into dst any more */
             tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
-            s->rx_count = 0;
+            s->sl.count = 0;
             s->rx_in_payload = 0;
         }
     }
@@ -482,11 +480,11 @@ static void tcp_sock_read(tcp_sock_t *s)
                 tcp_sock_end(s, "aborted", 0);
                 return;
             }
-            int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
+            int slot = rcoll_slots_next(&s->sl); /* free: checked above */
             s->slot_hdr[slot] = s->rx_wire.hdr;
             if (s->rx_wire.hdr.len == 0) {
                 s->slot_pay[slot] = s->slot[slot];
-                s->rx_count++;
+                rcoll_slots_arrived(&s->sl);
                 continue;
             }
             s->slot_pay[slot] = tcp_place_find(ep, &s->rx_wire.hdr);
@@ -501,7 +499,7 @@ static void tcp_sock_read(tcp_sock_t *s)
             s->rx_in_payload = 1;
             s->rx_poff = 0;
         }
-        int slot = (s->rx_head + s->rx_count) % ep->ctx->p.nslots;
+        int slot = rcoll_slots_next(&s->sl);
         size_t len = s->rx_wire.hdr.len;
         ssize_t r = tcp_recv(s, s->slot_pay[slot] + s->rx_poff,
                              len - s->rx_poff,
@@ -512,7 +510,7 @@ static void tcp_sock_read(tcp_sock_t *s)
         s->rx_poff += (size_t)r;
         if (s->rx_poff == len) {
             s->rx_in_payload = 0;
-            s->rx_count++;
+            rcoll_slots_arrived(&s->sl);
         }
     }
 }
@@ -532,7 +530,7 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
-    if (s->rx_count == 0) {
+    if (s->sl.count == 0) {
         if (ep->failed || s->ended)
             return tcp_ep_error(ep);
         if (s->bye)
@@ -541,8 +539,8 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
                                     "communicator", ep->peer);
         return RCOLL_INPROGRESS;
     }
-    *hdr = &s->slot_hdr[s->rx_head];
-    *payload = s->slot_pay[s->rx_head];
+    *hdr = &s->slot_hdr[s->sl.head];
+    *payload = s->slot_pay[s->sl.head];
     return RCOLL_OK;
 }
 
@@ -550,20 +548,16 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
-    s->rx_head = (s->rx_head + 1) % ep->ctx->p.nslots;
-    s->rx_count--;
+    int half = rcoll_slots_release(&s->sl);
     ep->rx_seq++;
-    if (!s->bye && !s->closed) {
-        /* Credits go back with our next message to that peer, or alone
-         * once half the slots are owed, or when the engine runs out of
-         * work (tcp_idle): a message alone costs a system call on each
-         * side, and in a request-response pattern the next message comes
-         * soon. The engine calls tcp_idle before it waits, so a peer
-         * never waits for credits that we sit on. */
-        s->credits_owed++;
-        if (s->txq_count == 0 && 2 * s->credits_owed >= ep->ctx->p.nslots)
-            tcp_sock_write(s);
-    }
+    /* Credits go back with our next message to that peer, or alone once
+     * half the slots are owed, or when the engine runs out of work
+     * (tcp_idle): a message alone costs a system call on each side, and
+     * in a request-response pattern the next message comes soon. The
+     * engine calls tcp_idle before it waits, so a peer never waits for
+     * credits that we sit on. */
+    if (half && s->txq_count == 0 && !s->bye && !s->closed)
+        tcp_sock_write(s);
 }
 
 /* The engine has nothing to do: hand back every credit we owe. */
@@ -573,7 +567,7 @@ static int tcp_idle(rcoll_tl_ctx_t *ctx)
         tcp_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nsocks; k++) {
             tcp_sock_t *s = &ep->socks[k];
-            if (s->credits_owed > 0 && s->txq_count == 0 && !s->closed &&
+            if (s->sl.owed > 0 && s->txq_count == 0 && !s->closed &&
                 !s->bye)
                 tcp_sock_write(s);
         }
@@ -675,7 +669,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
             s->fd = -1;
             s->closed = 1;
             s->idx = k;
-            s->tx_credits = p->nslots;
+            rcoll_slots_init(&s->sl, p->nslots);
             s->txq_cap = p->nslots + 4;
             s->slot = calloc((size_t)p->nslots, sizeof(char *));
             s->slot_hdr = calloc((size_t)p->nslots, sizeof(rcoll_msg_hdr_t));
