@@ -10,11 +10,16 @@
 #   ring/topo  the flat ring in the host-contiguous order (the default)
 #   hier       the hierarchical algorithm
 #   tuner      whatever the tuner picks (the default configuration)
+# With COLL=alltoall the first two columns are the flat pairwise exchange
+# and Bruck instead of the two rings.
+# SIZES overrides rcoll-perf's size range (default "-b 256K -e 16M -f 4").
 # Usage (root): benchmarks/hosts_bench.sh BUILDDIR [RATE] [NR] [ROUNDS]
 #   e.g. benchmarks/hosts_bench.sh build 1gbit 3 3
 #        COLL=allgather benchmarks/hosts_bench.sh build 1gbit 3 3
+#        COLL=alltoall SIZES="-b 64 -e 1M -f 4" benchmarks/hosts_bench.sh build 1gbit 3 5
 B=${1:?usage: hosts_bench.sh BUILDDIR [RATE] [NR] [ROUNDS]}
 RATE=${2:-1gbit}; NR=${3:-3}; ROUNDS=${4:-3}; COLL=${COLL:-allreduce}
+SIZES=${SIZES:-"-b 256K -e 16M -f 4"}
 N=$((2 * NR))
 A=rcbA$$; Z=rcbB$$; VA=bA$$; VB=bB$$
 cleanup() { ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null; }
@@ -39,7 +44,7 @@ perf() { # perf TAG ENV...: one rcoll-perf run, rows kept in $tmp/TAG.N
         ns=$A; [ $((r % 2)) = 1 ] && ns=$Z
         ip netns exec $ns env RCOLL_ROOT=198.18.11.1:$port RCOLL_SIZE=$N RCOLL_RANK=$r \
             RCOLL_SECRET=00112233445566778899aabbccddeeff "$@" \
-            "$B/benchmarks/rcoll-perf" $COLL -b 256K -e 16M -f 4 -n 5 -w 2 -c 0 \
+            "$B/benchmarks/rcoll-perf" $COLL $SIZES -n 5 -w 2 -c 0 \
             > "$tmp/$tag.$r" 2>&1 &
         pids="$pids $!"
         r=$((r + 1))
@@ -49,8 +54,13 @@ perf() { # perf TAG ENV...: one rcoll-perf run, rows kept in $tmp/TAG.N
 }
 i=0
 while [ $i -lt "$ROUNDS" ]; do
-    perf user RCOLL_ALGO=$COLL:ring RCOLL_RING_ORDER=user
-    perf topo RCOLL_ALGO=$COLL:ring
+    if [ $COLL = alltoall ]; then
+        perf user RCOLL_ALGO=alltoall:pairwise
+        perf topo RCOLL_ALGO=alltoall:bruck
+    else
+        perf user RCOLL_ALGO=$COLL:ring RCOLL_RING_ORDER=user
+        perf topo RCOLL_ALGO=$COLL:ring
+    fi
     perf hier RCOLL_ALGO=$COLL:hierarchical
     perf tuner
     i=$((i + 1))
@@ -61,8 +71,10 @@ med() { # med TAG SIZE: the median time
 }
 echo "$COLL, 2 hosts x $NR ranks (rank r on host r mod 2), veth at $RATE each way,"
 echo "shm inside a host; out-of-place time in us, median of $ROUNDS runs"
-printf '%10s %11s %11s %11s %11s %10s %10s\n' bytes ring/user ring/topo hier tuner \
-    user/hier topo/hier
+c1=ring/user; c2=ring/topo
+[ $COLL = alltoall ] && { c1=pairwise; c2=bruck; }
+printf '%10s %11s %11s %11s %11s %10s %10s\n' bytes $c1 $c2 hier tuner \
+    "$c1/hier" "$c2/hier"
 for s in $(awk '{print $1}' "$tmp/hier.rows" | sort -n | uniq); do
     u=$(med user $s); t=$(med topo $s); h=$(med hier $s); a=$(med tuner $s)
     awk -v s=$s -v u=$u -v t=$t -v h=$h -v a=$a 'BEGIN {

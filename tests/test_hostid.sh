@@ -2,10 +2,12 @@
 # Several "hosts" on one machine through RCOLL_HOSTID (rank r is on host
 # r mod H, so the user's rank order is scrambled across hosts; ranks of
 # one host use shared memory, the others TCP over loopback):
-#  - the hierarchical all-reduce, all-gather and reduce-scatter forced,
-#    3 hosts x 2 ranks and 2 x 4, with
+#  - the hierarchical all-reduce, all-gather, reduce-scatter and
+#    all-to-all forced, 3 hosts x 2 ranks and 2 x 4, with
 #    4 KiB chunks and 2 slots (several chunks per block, credits wrapping,
 #    phase boundaries), every type and op, in place and not, bit-exact;
+#    the all-to-all also with rank r on host r / L (each host's ranks
+#    consecutive in recvbuf: its rows land in place, not unpacked);
 #  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
 #    follows the host-contiguous ring order, bit-exact, and the forced
 #    hierarchical algorithms fall back to the flat ring;
@@ -15,13 +17,16 @@ B=$1
 RUN="$B/tools/rcoll-run"
 N=0,1,7,1023,40000,70001
 fail=0
-go() { # go NRANKS NHOSTS ENV... -- test_coll args
+go() { # go NRANKS NHOSTS ENV... -- test_coll args (host: rank mod NHOSTS,
+    # or with HOSTDIV=1 rank / (NRANKS / NHOSTS))
     n=$1; h=$2; shift 2
+    hid="\$((RCOLL_RANK % $h))"
+    [ -n "${HOSTDIV:-}" ] && hid="\$((RCOLL_RANK / ($n / $h)))"
     envs=""
     while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
     shift
     out=$(env $envs RCOLL_TRANSPORTS=shm,tcp "$RUN" -n "$n" sh -c \
-        "RCOLL_HOSTID=host\$((RCOLL_RANK % $h)) exec '$B/tests/test_coll' $*" 2>&1)
+        "RCOLL_HOSTID=host$hid exec '$B/tests/test_coll' $*" 2>&1)
     rc=$?
     echo "$n ranks on $h hosts,$envs: $(echo "$out" | tail -n 1)"
     [ $rc = 0 ] || { echo "$out" | tail -n 20; fail=1; }
@@ -32,7 +37,11 @@ go 6 3 RCOLL_ALGO=allgather:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 --
 go 8 2 RCOLL_ALGO=allgather:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C allgather -N $N
 go 6 3 RCOLL_ALGO=reduce_scatter:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C reduce_scatter -N $N
 go 8 2 RCOLL_ALGO=reduce_scatter:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C reduce_scatter -N $N
-for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarchical allreduce:ring allgather:ring reduce_scatter:ring \
+go 6 3 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
+go 8 2 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
+HOSTDIV=1 go 6 2 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
+for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarchical alltoall:hierarchical \
+            allreduce:ring allgather:ring reduce_scatter:ring \
             broadcast:chain broadcast:scatter_allgather reduce:chain; do
     go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
 done

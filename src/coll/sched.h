@@ -294,6 +294,7 @@ rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_pairwise(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_bruck(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoallv_pairwise(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e);

@@ -54,6 +54,10 @@ const coll_algo_t coll_algos[] = {
     {COLL_ALLTOALL, "bruck", coll_alltoall_bruck,
      "Bruck, ceil(log2 n) exchanges of about n / 2 blocks (small blocks, "
      "many ranks)"},
+    {COLL_ALLTOALL, "hierarchical", coll_alltoall_hier,
+     "several hosts: pairwise inside each host by local position, then one "
+     "network message of L blocks per host pair and position (small blocks "
+     "across hosts)"},
     {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise,
      "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
     {COLL_GATHER, "binomial", coll_gather_binomial,

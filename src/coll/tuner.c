@@ -242,11 +242,36 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
              * unpacked, plus the two rotations */
             double h = (n + 1) / 2 * S;
             t = m.L * (step(&m, h, c, 0) + 2 * h / m.g) + 2 * n * S / m.g;
+        } else if (!strcmp(nm, "hierarchical")) {
+            model_t ml;
+            int H, L;
+            if (!hier_model(&m, e, &ml, &H, &L)) {
+                t = INFINITY;
+                break;
+            }
+            /* a host exchange of (L - 1) H single blocks, then (H - 1)
+             * network messages of L blocks, the second waiting for the
+             * first; own blocks copied in, rows unpacked out */
+            double k1 = nch(&ml, S, c), k2 = nch(&m, L * S, c);
+            t = ml.a + ((L - 1) * H - 1) * ml.a_raw +
+                (L - 1) * H * ((k1 > 1 ? k1 - 1 : 0) * ml.a + S / ml.b) +
+                m.a + (H - 2) * m.a_raw +
+                (H - 1) * ((k2 > 1 ? k2 - 1 : 0) * m.a + L * S / m.b) +
+                2 * n * S / m.g;
         } else { /* pairwise: one dependent round, n - 1 messages posted
-                  * (as the flat all-reduce) */
-            t = m.a + (n - 2) * m.a_raw +
-                (n - 1) * (nch(&m, S, c) > 1 ? nch(&m, S, c) - 1 : 0) * m.a +
-                (n - 1) * S / m.b;
+                  * (as the flat all-reduce); across several hosts the
+                  * (L - 1) messages inside the host cost the host link's
+                  * posting only: the network's (H - 1) L dominate */
+            model_t ml;
+            int H, L, net = n - 1;
+            double loc = 0;
+            if (hier_model(&m, e, &ml, &H, &L)) {
+                net = (H - 1) * L;
+                loc = (L - 1) * ml.a_raw;
+            }
+            t = m.a + (net - 1) * m.a_raw + loc +
+                net * (nch(&m, S, c) > 1 ? nch(&m, S, c) - 1 : 0) * m.a +
+                net * S / m.b;
         }
         break;
     case COLL_GATHER:
