@@ -3,7 +3,11 @@
 (torch.distributed over loopback TCP): a reference for benchmarks/compare.
 
 usage: gloo_perf.py NRANKS COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP
+                   [TARGET_S TRIALS]
   COLL: allreduce | allgather | broadcast | reduce_scatter | alltoall
+ITERS 0: time-targeted, as rcoll-perf -T TARGET_S -R TRIALS (defaults 0.1
+and 5): per size, calls per trial doubled from 1 until a trial lasts
+TARGET_S on the slowest rank, and the median of TRIALS trials.
 Prints "bytes time_us" per size, like mpi_ref_perf: the slowest rank's
 average time; for allgather, reduce_scatter and alltoall the size is the
 whole gathered / scattered / sent buffer, as in nccl-tests. Float32, sum. gloo has no
@@ -25,7 +29,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
+def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
+           target=0.1, trials=5):
     import torch
     import torch.distributed as dist
 
@@ -68,14 +73,30 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
             op = lambda: dist.all_reduce(a)
         for _ in range(warm):
             op()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op()
-        t = torch.tensor([(time.perf_counter() - t0) / iters])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+
+        def trial(k):  # the slowest rank's time of k calls
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                op()
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return t.item()
+
+        if iters > 0:
+            per_call = trial(iters) / iters
+        else:
+            k = 1
+            t = trial(k)
+            while t < target and k < (1 << 28):
+                g = target / t * 1.1 if t > 0 else 2
+                k = min(int(k * min(max(g, 2), 16)), 1 << 28)
+                t = trial(k)
+            v = sorted([t / k] + [trial(k) / k for _ in range(trials - 1)])
+            per_call = v[trials // 2] if trials % 2 else \
+                (v[trials // 2 - 1] + v[trials // 2]) / 2
         if rank == 0:
-            lines.append("%d %.2f" % (count * 4, t.item() * 1e6))
+            lines.append("%d %.2f" % (count * 4, per_call * 1e6))
         size *= factor
     dist.destroy_process_group()
     if rank == 0:
@@ -83,12 +104,15 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out):
 
 
 def main():
-    if len(sys.argv) != 8:
+    if len(sys.argv) not in (8, 10):
         sys.stderr.write(__doc__)
         return 2
     n = int(sys.argv[1])
     coll = sys.argv[2]
     minb, maxb, factor, iters, warm = (int(x) for x in sys.argv[3:8])
+    target, trials = 0.1, 5
+    if len(sys.argv) == 10:
+        target, trials = float(sys.argv[8]), int(sys.argv[9])
     if coll == "reduce_scatter" and \
             os.environ.get("PERF_BACKEND", "gloo") == "gloo":
         return 0  # gloo does not implement it
@@ -101,7 +125,8 @@ def main():
         port = free_port()
         procs = [ctx.Process(target=worker,
                              args=(r, n, port, coll, minb, maxb, factor,
-                                   iters, warm, q)) for r in range(n)]
+                                   iters, warm, q, target, trials))
+                 for r in range(n)]
         for p in procs:
             p.start()
         lines = None

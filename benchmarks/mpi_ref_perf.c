@@ -1,7 +1,10 @@
 /* The same measurement as rcoll-perf, done with MPI collectives: a
  * reference for benchmarks/compare.sh (never linked into rcoll).
  * usage: mpi_ref_perf allreduce|allgather|broadcast|reduce_scatter|alltoall
- *        MINBYTES MAXBYTES FACTOR ITERS WARMUP
+ *        MINBYTES MAXBYTES FACTOR ITERS WARMUP [TARGET_S TRIALS]
+ * ITERS 0: time-targeted, as rcoll-perf -T TARGET_S -R TRIALS (defaults
+ * 0.1 and 5): per size, k calls per trial, k doubled from 1 until a trial
+ * lasts TARGET_S on the slowest rank, and the median of TRIALS trials.
  * Prints "bytes time_us" per size: time is the slowest rank's average; for
  * allgather, reduce_scatter and alltoall the size is the whole gathered /
  * scattered / sent buffer, as in nccl-tests. */
@@ -28,6 +31,25 @@ static void run_once(const char *coll, float *a, float *b, size_t count,
         MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
 
+/* The slowest rank's time of k calls (seconds). */
+static double trial(const char *coll, float *a, float *b, size_t count,
+                    size_t per, int k)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < k; i++)
+        run_once(coll, a, b, count, per);
+    double t = MPI_Wtime() - t0, tmax;
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return tmax;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
 int main(int argc, char **argv)
 {
     int r, n;
@@ -44,6 +66,10 @@ int main(int argc, char **argv)
     const char *coll = argv[1];
     size_t minb = strtoull(argv[2], NULL, 0), maxb = strtoull(argv[3], NULL, 0);
     int factor = atoi(argv[4]), iters = atoi(argv[5]), warm = atoi(argv[6]);
+    double target = argc > 7 ? atof(argv[7]) : 0.1;
+    int trials = argc > 8 ? atoi(argv[8]) : 5;
+    if (trials < 1 || trials > 99)
+        trials = 5;
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         size_t count = bytes / 4, per = count / (size_t)n;
         if (!strcmp(coll, "allgather") || !strcmp(coll, "reduce_scatter") ||
@@ -52,12 +78,25 @@ int main(int argc, char **argv)
         float *a = calloc(count + 1, 4), *b = calloc(count + 1, 4);
         for (int i = 0; i < warm; i++)
             run_once(coll, a, b, count, per);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < iters; i++)
-            run_once(coll, a, b, count, per);
-        double t = (MPI_Wtime() - t0) / iters, tmax;
-        MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double tmax;
+        if (iters > 0) {
+            tmax = trial(coll, a, b, count, per, iters) / iters;
+        } else {
+            int k = 1;
+            double t, v[100];
+            while ((t = trial(coll, a, b, count, per, k)) < target &&
+                   k < (1 << 28)) {
+                double g = t > 0 ? target / t * 1.1 : 2;
+                double nk = k * (g < 2 ? 2 : g > 16 ? 16 : g);
+                k = nk > (1 << 28) ? 1 << 28 : (int)nk;
+            }
+            v[0] = t / k;
+            for (int i = 1; i < trials; i++)
+                v[i] = trial(coll, a, b, count, per, k) / k;
+            qsort(v, (size_t)trials, sizeof(v[0]), cmp_double);
+            tmax = trials % 2 ? v[trials / 2]
+                              : (v[trials / 2 - 1] + v[trials / 2]) / 2;
+        }
         if (!r)
             printf("%zu %.2f\n", count * 4, tmax * 1e6);
         free(a);

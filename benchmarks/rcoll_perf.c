@@ -74,6 +74,12 @@ static void usage(FILE *f)
             "  -r ROOT   root of broadcast/reduce (default 0)\n"
             "  -n N      timed iterations (default 20)\n"
             "  -w N      warm-up iterations (default 5)\n"
+            "  -T SEC    time-targeted instead of -n: per size, enough calls "
+            "that a trial\n"
+            "            lasts >= SEC on the slowest rank (found by doubling), "
+            "then -R trials\n"
+            "  -R N      trials with -T (default 5); the time printed is "
+            "their median\n"
             "  -c 0|1    check results (default 1): #wrong counts elements\n"
             "Run under rcoll-run -n N, mpirun -np N, srun or torchrun.\n");
 }
@@ -166,10 +172,59 @@ static char *prepare(run_t *r, int inplace, size_t *ncheck)
     return NULL;
 }
 
+/* The slowest rank's time of one trial of k calls (seconds per call). */
+static double trial(run_t *r, int inplace, int k)
+{
+    rcoll_status_t st;
+    if ((st = rcoll_barrier(comm)) != RCOLL_OK)
+        die("rcoll_barrier", st);
+    double t0 = now();
+    for (int i = 0; i < k; i++)
+        if ((st = do_coll(r, inplace)) != RCOLL_OK)
+            die(coll_names[r->coll], st);
+    double dt = now() - t0, slowest;
+    if ((st = rcoll_allreduce(&dt, &slowest, 1, RCOLL_FLOAT64, RCOLL_MAX,
+                              comm, NULL)) != RCOLL_OK)
+        die("rcoll_allreduce(time)", st);
+    return slowest;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seconds per call: one trial of `iters` calls, or (target > 0) the median
+ * of `trials` trials of k calls, k doubled from 1 until a trial lasts at
+ * least `target` on the slowest rank (every rank sees the same maximum, so
+ * all agree on k; the calibration trials are warm-up too). */
+static double timed(run_t *r, int inplace, int iters, double target,
+                    int trials)
+{
+    if (target <= 0)
+        return trial(r, inplace, iters) / iters;
+    int k = 1;
+    double t;
+    while ((t = trial(r, inplace, k)) < target && k < (1 << 28)) {
+        double grow = t > 0 ? target / t * 1.1 : 2;
+        double nk = k * (grow < 2 ? 2 : grow > 16 ? 16 : grow);
+        k = nk > (1 << 28) ? 1 << 28 : (int)nk;
+    }
+    double v[100];
+    v[0] = t / k;
+    for (int i = 1; i < trials; i++)
+        v[i] = trial(r, inplace, k) / k;
+    qsort(v, (size_t)trials, sizeof(v[0]), cmp_double);
+    return trials % 2 ? v[trials / 2]
+                      : (v[trials / 2 - 1] + v[trials / 2]) / 2;
+}
+
 int main(int argc, char **argv)
 {
     size_t minb = 8, maxb = 32 << 20, incr = 0;
-    int factor = 2, iters = 20, warmup = 5, check = 1, root = 0;
+    int factor = 2, iters = 20, warmup = 5, check = 1, root = 0, trials = 5;
+    double target = 0;
     const char *dtarg = "float", *oparg = "sum";
     coll_t coll;
     int c, k;
@@ -187,7 +242,7 @@ int main(int argc, char **argv)
     }
     coll = (coll_t)k;
     optind = 2;
-    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:T:R:h")) != -1) {
         switch (c) {
         case 'b': if (parse_size(optarg, &minb)) goto bad; break;
         case 'e': if (parse_size(optarg, &maxb)) goto bad; break;
@@ -199,11 +254,14 @@ int main(int argc, char **argv)
         case 'n': iters = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         case 'c': check = atoi(optarg); break;
+        case 'T': target = atof(optarg); break;
+        case 'R': trials = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }
     }
-    if (factor < 1 || iters < 1 || warmup < 0 || minb > maxb)
+    if (factor < 1 || iters < 1 || warmup < 0 || minb > maxb ||
+        target < 0 || trials < 1 || trials > 99)
         goto bad;
 
     int dts_list[RCOLL_DATATYPE_COUNT], ndt = 0, ops[RCOLL_OP_COUNT], nop = 0;
@@ -252,6 +310,9 @@ int main(int argc, char **argv)
                "%d\n", coll_names[coll], rcoll_version(), nranks, minb, maxb,
                incr ? incr : (size_t)factor, incr ? "bytes" : "factor",
                warmup, iters, check);
+        if (target > 0)
+            printf("# time-targeted: trials of >= %g s on the slowest rank, "
+                   "median of %d (-n ignored)\n", target, trials);
         printf("#\n#  Rank %2d Pid %6d on %s\n#\n", rank, (int)getpid(), host);
         printf("# %10s  %12s  %8s  %6s  %6s  %35s  %35s\n", "", "", "", "",
                "", "out-of-place", "in-place");
@@ -316,17 +377,8 @@ int main(int argc, char **argv)
                             die(coll_names[coll], st);
                     if ((st = rcoll_barrier(comm)) != RCOLL_OK)
                         die("rcoll_barrier", st);
-                    double t0 = now();
-                    for (int i = 0; i < iters; i++)
-                        if ((st = do_coll(&r, inplace)) != RCOLL_OK)
-                            die(coll_names[coll], st);
-                    double dt_s = (now() - t0) / iters;
-                    /* the slowest rank's time, the total of wrong elements */
-                    if ((st = rcoll_allreduce(&dt_s, &t_us[inplace], 1,
-                                              RCOLL_FLOAT64, RCOLL_MAX, comm,
-                                              NULL)) != RCOLL_OK)
-                        die("rcoll_allreduce(time)", st);
-                    t_us[inplace] *= 1e6;
+                    t_us[inplace] = timed(&r, inplace, iters, target,
+                                          trials) * 1e6;
                     int64_t wl = w, wsum;
                     if ((st = rcoll_allreduce(&wl, &wsum, 1, RCOLL_INT64,
                                               RCOLL_SUM, comm, NULL)) !=

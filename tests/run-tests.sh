@@ -199,6 +199,10 @@ for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
         $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1
 done
+t "perf: rcoll-perf alltoall, time-targeted trials (-T, -R), checked" 120 sh -c \
+    "'$RUN' -n 2 '$B/benchmarks/rcoll-perf' alltoall -b 64 -e 64K -f 32 -T 0.02 -R 3 -c 1 > '$B/tests/logs/perf_T.out' 2>&1 &&
+     cat '$B/tests/logs/perf_T.out' && grep -q 'time-targeted: trials of >= 0.02 s on the slowest rank, median of 3' '$B/tests/logs/perf_T.out' &&
+     [ \$(grep -c '^ *[0-9]' '$B/tests/logs/perf_T.out') = 3 ]"
 t "rdma-vm: guest status comes back, no QEMU left on SIGTERM" 300 sh "$S/tests/test_rdma_vm_harness.sh" "$S"
 # GPU buffers (tests/gpu/run.sh): skipped, with the reason, without a GPU
 t "gpu: tests/gpu/run.sh (GPU buffers, kernels, stream order)" 1800 sh "$S/tests/gpu/run.sh" "$B"
