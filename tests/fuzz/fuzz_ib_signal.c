@@ -40,6 +40,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&q, 0, sizeof(q));
     q.ep = &ep;
     q.rx = calloc(1, (size_t)ctx.p.nslots * ctx.stride + IB_CTRL);
+    q.rx_flag = calloc((size_t)ctx.p.nslots, 1);
+    rcoll_slots_init(&q.sl, ctx.p.nslots);
+    q.sl.credits = 0; /* ours all spent: the peer may hand back nslots */
     ep.qps = &q;
     fuzz_failed = 0;
 
@@ -64,8 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    data + off + 4, rec - 4);
         off += rec;
         ib_handle_word(&q, w);
-        FUZZ_ASSERT(q.rx_count >= 0 && q.rx_count <= ctx.p.nslots);
-        FUZZ_ASSERT(q.tx_credits >= 0 && q.tx_credits <= ctx.p.nslots);
+        FUZZ_ASSERT(q.sl.count >= 0 && q.sl.count <= ctx.p.nslots);
+        FUZZ_ASSERT(q.sl.credits >= 0 && q.sl.credits <= ctx.p.nslots);
         const rcoll_msg_hdr_t *h;
         const void *payload;
         if ((w & 1) && ib_recv_peek((rcoll_tl_ep_t *)&ep, &h, &payload) ==
@@ -84,6 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ep.failed)
         FUZZ_ASSERT(ep.fail_msg[0] && fuzz_failed == 1);
     free(q.rx);
+    free(q.rx_flag);
     return 0;
 }
 #else

@@ -41,6 +41,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.fd = sv[0];
     s.slot = calloc(3, sizeof(char *));
     s.slot_hdr = calloc(3, sizeof(rcoll_msg_hdr_t));
+    s.slot_pay = calloc(3, sizeof(char *));
+    rcoll_slots_init(&s.sl, 3);
+    s.sl.credits = 0; /* ours all spent: the peer may hand back up to 3 */
     s.txq_cap = 8;
     s.txq = calloc(8, sizeof(tcp_txitem_t));
     ep.socks = &s;
@@ -50,8 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shutdown(sv[1], SHUT_WR);
     for (int turn = 0; turn < 64 && !s.closed; turn++) {
         tcp_sock_read(&s);
-        FUZZ_ASSERT(s.rx_count >= 0 && s.rx_count <= ctx.p.nslots);
-        FUZZ_ASSERT(s.tx_credits >= 0 && s.tx_credits <= ctx.p.nslots);
+        FUZZ_ASSERT(s.sl.count >= 0 && s.sl.count <= ctx.p.nslots);
+        FUZZ_ASSERT(s.sl.credits >= 0 && s.sl.credits <= ctx.p.nslots);
         const rcoll_msg_hdr_t *h;
         const void *payload;
         while (tcp_recv_peek((rcoll_tl_ep_t *)&ep, &h, &payload) == RCOLL_OK) {
@@ -73,6 +76,7 @@ out:
     for (int i = 0; i < 3; i++)
         free(s.slot[i]);
     free(s.slot);
+    free(s.slot_pay);
     free(s.slot_hdr);
     free(s.txq);
     return 0;
