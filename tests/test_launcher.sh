@@ -39,6 +39,24 @@ rc=$?
 rc=$?
 [ $rc -eq 124 ] || fail "--timeout exit status $rc, expected 124"
 
+# SIGUSR1 to rcoll-run reaches every rank (rcoll's dump of what is in
+# flight, RCOLL_DUMP_SIGNAL) and the job goes on: before, it ended
+# rcoll-run and left the ranks running
+out=$(mktemp)
+"$RUN" -n 2 -t sh -c 'trap "echo usr1-$RCOLL_RANK" USR1; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done; echo done-$RCOLL_RANK' > "$out" 2>&1 &
+rp=$!
+sleep 1
+kill -USR1 $rp
+wait $rp
+rc=$?
+cat "$out"
+[ $rc -eq 0 ] || fail "SIGUSR1: rcoll-run exited $rc"
+for r in 0 1; do
+    grep -q "^\[$r\] usr1-$r$" "$out" || fail "SIGUSR1 did not reach rank $r"
+    grep -q "^\[$r\] done-$r$" "$out" || fail "rank $r did not go on after SIGUSR1"
+done
+rm -f "$out"
+
 # usage errors
 "$RUN" -n 0 true 2> /dev/null && fail "-n 0 accepted"
 "$RUN" --bogus -n 1 true 2> /dev/null && fail "unknown option accepted"

@@ -36,6 +36,12 @@ static void usage(FILE *f)
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int s) { got_signal = s; }
+/* SIGUSR1/SIGUSR2 are passed on to every rank (rcoll dumps what is in
+ * flight on USR1, RCOLL_DUMP_SIGNAL) and the job goes on; left at their
+ * default they would end rcoll-run and orphan the ranks, each in its own
+ * process group */
+static volatile sig_atomic_t got_fwd;
+static void on_fwd(int s) { got_fwd = s; }
 
 static int free_port(void)
 {
@@ -160,6 +166,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    struct sigaction fa = {.sa_handler = on_fwd};
+    sigaction(SIGUSR1, &fa, NULL);
+    sigaction(SIGUSR2, &fa, NULL);
 
     child_t *ch = calloc((size_t)n, sizeof(*ch));
     if (!ch)
@@ -268,6 +277,13 @@ int main(int argc, char **argv)
                     }
                 }
             }
+        }
+        if (got_fwd) {
+            int sig = got_fwd;
+            got_fwd = 0;
+            for (int q = 0; q < n; q++)
+                if (!ch[q].exited)
+                    kill(-ch[q].pid, sig);
         }
         if (got_signal && !killing) {
             killing = 1;
