@@ -31,13 +31,21 @@ void coll_sched_step_init(coll_step_t *st)
 
 rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step)
 {
+    if (!s->cap) { /* the first steps live inside the schedule */
+        s->steps = s->steps_small;
+        s->cap = COLL_SCHED_SMALL_STEPS;
+    }
     if (s->nsteps == s->cap) {
-        int cap = s->cap ? s->cap * 2 : 8;
-        coll_step_t *n = realloc(s->steps, (size_t)cap * sizeof(*n));
+        int cap = s->cap * 2;
+        int inl = s->steps == s->steps_small;
+        coll_step_t *n = realloc(inl ? NULL : s->steps,
+                                 (size_t)cap * sizeof(*n));
         if (!n)
             return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
                                     "%s: no memory for the schedule",
                                     coll_kind_name(s->kind));
+        if (inl)
+            memcpy(n, s->steps_small, sizeof(s->steps_small));
         s->steps = n;
         s->cap = cap;
     }
@@ -48,7 +56,8 @@ rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step)
 void coll_sched_free(coll_sched_t *s)
 {
     coll_p2p_recv_unregister(s);
-    free(s->steps);
+    if (s->steps != s->steps_small)
+        free(s->steps);
     if (s->recv_done != s->state_small)
         free(s->recv_done); /* ord lives in the same block */
     free(s->v);

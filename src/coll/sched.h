@@ -168,6 +168,9 @@ typedef struct coll_sched {
                                to / from that peer (2 per step) */
     int state_small[3 * 8]; /* recv_done and ord of up to 8 steps (no
                                allocation for small collectives) */
+#define COLL_SCHED_SMALL_STEPS 4
+    coll_step_t steps_small[COLL_SCHED_SMALL_STEPS]; /* steps, while they
+                               fit (no allocation for small collectives) */
     int sends_inflight;
     int nplaced;            /* steps posted in place (coll_sched_unplace) */
     int waiting_peer;       /* for diagnostics */

@@ -10,6 +10,7 @@
  * in this release (RCOLL_ERR_NOT_SUPPORTED). */
 #include "core.h"
 #include "cuda/rcuda.h"
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ typedef struct {
     rcoll_stream_t stream; /* device buffers: the call's stream */
     int host_known;        /* run() found host buffers already */
     int tag;               /* send/recv */
+    int held;              /* the entry point holds a reference to comm
+                              (rcoll__comm_get): it is live, no lookup */
+    int checked;           /* check() passed already (run_held) */
     /* all-to-all-v: counts and displacements in elements, by rank */
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
 } call_t;
@@ -127,7 +131,7 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
     if (!comm)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "%s: comm is NULL",
                                 a->fn);
-    if (!rcoll__comm_live(comm))
+    if (!a->held && !rcoll__comm_live(comm))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "%s: comm %p is "
                                 "not a live communicator (destroyed or "
                                 "aborted already?)", a->fn, (void *)comm);
@@ -278,7 +282,7 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
     if (!req)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "%s: req is NULL",
                                 a->fn);
-    if ((st = check(a, comm)) != RCOLL_OK)
+    if (!a->checked && (st = check(a, comm)) != RCOLL_OK)
         return st;
     int dev = 0;
     if (!a->host_known && (st = mem_kind(a, comm, &dev)) != RCOLL_OK)
@@ -289,9 +293,13 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
                                 "blocking call only in this release (the "
                                 "non-blocking form needs host buffers)",
                                 a->fn, comm->rank);
-    struct rcoll_request *r = calloc(1, sizeof(*r));
+    /* zeroed up to the error message, which is only read once written
+     * (a kilobyte's memset less per call: the small path counts) */
+    struct rcoll_request *r = malloc(sizeof(*r));
     if (!r)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory", a->fn);
+    memset(r, 0, offsetof(struct rcoll_request, errmsg));
+    r->errmsg[0] = '\0';
     r->sched.kind = a->kind;
     r->sched.sendbuf = a->sendbuf;
     r->sched.recvbuf = a->recvbuf;
@@ -346,7 +354,9 @@ static rcoll_status_t post(const call_t *a, rcoll_comm_t comm,
 {
     if (!rcoll__comm_get(comm))
         return post_req(a, comm, req, 0);
-    rcoll_status_t st = post_req(a, comm, req, 0);
+    call_t h = *a;
+    h.held = 1;
+    rcoll_status_t st = post_req(&h, comm, req, 0);
     rcoll__comm_release(comm);
     return st;
 }
@@ -408,7 +418,9 @@ static rcoll_status_t run(const call_t *a, rcoll_comm_t comm)
 {
     if (!rcoll__comm_get(comm))
         return run_host(a, comm); /* check() says what is wrong */
-    rcoll_status_t st = run_held(a, comm);
+    call_t h = *a;
+    h.held = 1;
+    rcoll_status_t st = run_held(&h, comm);
     rcoll__comm_release(comm);
     return st;
 }
@@ -430,6 +442,7 @@ static rcoll_status_t run_held(const call_t *a, rcoll_comm_t comm)
             return run_device(a, comm);
         call_t h = *a;
         h.host_known = 1;
+        h.checked = 1;
         return run_host(&h, comm);
     }
     return run_host(a, comm);

@@ -18,11 +18,13 @@ struct rcoll_request {
                                      failed operation's sends are still in
                                      a transport (held) */
     int held;                     /* on the communicator's held list */
-    char errmsg[1024];
     double last_progress;
     struct rcoll_request *next, *prev; /* in the communicator's queue */
     struct rcoll_request *group_next;  /* in the thread's open group */
     int group_wait;               /* a blocking call in the group */
+    /* last: post_req zeroes the fields above and only the first byte of
+     * this, which is read only once written */
+    char errmsg[1024];
 };
 
 struct rcoll_comm {
