@@ -55,9 +55,14 @@ hosts() {
         pids="$pids $!"
         r=$((r + 1))
     done
-    rc=0
-    for p in $pids; do wait $p || rc=1; done
+    rc=0; r=0
+    for p in $pids; do
+        wait $p; st=$?
+        [ $st = 0 ] || { rc=1; echo "rank $r exited with status $st" >> "$L/status.log"; }
+        r=$((r + 1))
+    done
     cat "$L/rank0.log"
+    [ $rc = 0 ] || { cat "$L/status.log"; rm -f "$L/status.log"; }
     [ $rc = 0 ] || { for f in "$L"/rank*.log; do echo "== $f"; tail -n 12 "$f"; done; }
     return $rc
 }
@@ -270,7 +275,7 @@ connect_race() {
     while [ $i -lt 10 ]; do
         hosts 2 $((29810 + i)) $B/benchmarks/rcoll-perf allreduce -b 4K -e 4K \
             -n 1 -w 0 -c 1 > "$L/race.log" 2>&1 || {
-            bad=$((bad + 1)); grep -h "rank [01]:" "$L/race.log" | tail -n 2; }
+            bad=$((bad + 1)); grep -h "rank [01]:\|exited with status" "$L/race.log" | tail -n 6; }
         i=$((i + 1))
     done
     ip netns exec h1 tc qdisc del dev v1 root

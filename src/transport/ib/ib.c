@@ -1795,6 +1795,30 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
             if (ib_poll(ctx) == 0)
                 usleep(100);
     }
+    /* A clean close also waits until the peers have taken every message
+     * we sent them: every slot credited back (or its goodbye, or the
+     * connection gone). A send completion only says that the data left
+     * this process (siw: into its kernel TCP socket). Tearing the
+     * connection down before the peer has it can lose our last messages
+     * while they are still being retransmitted (a TCP connection closed
+     * with unread data is reset), and the peer, still waiting for our
+     * last chunk, fails with "closed without goodbye" (seen in
+     * check-rdma's 25%-loss connection test, about 1 job in 20). A peer
+     * hands credits back once its engine idles, within a second of taking
+     * the data; the wait is bounded by min(RCOLL_TIMEOUT, 30 s). */
+    double drain = rcoll_time_sec() + RCOLL_MIN(30.0, rcoll_config.timeout);
+    while (!abort && rcoll_time_sec() < drain) {
+        int waiting = 0;
+        for (int g = 0; g < ctx->nq && !waiting; g++) {
+            ib_qp_t *q = ctx->qps[g];
+            waiting = q->up && !q->ended && !q->bye && !q->ep->failed &&
+                      q->sl.credits < q->sl.n;
+        }
+        if (!waiting)
+            break;
+        if (ib_poll(ctx) == 0)
+            usleep(100);
+    }
     if (ctx->cch && ctx->p.epfd >= 0)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
     if (ctx->ech && ctx->p.epfd >= 0)
