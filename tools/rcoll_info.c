@@ -108,6 +108,10 @@ static void footprint(int n)
     }
     printf("  bound: %.2f MiB (every peer on the costliest transport), plus "
            "a few KiB of state per peer\n", worst * (double)(n - 1) / 1048576.0);
+    if (rcoll_config.shm_area)
+        printf("  shm  %10.2f MiB per rank, whatever the peers: its shared "
+               "area (RCOLL_SHM_AREA, in its /dev/shm segment)\n",
+               RCOLL_AREA_LEN(rcoll_config.shm_area) / 1048576.0);
     printf("threads: 1 progress thread per communicator; 1 per process for "
            "RCOLL_DUMP_SIGNAL; 1 bootstrap root while a unique id is "
            "joined (rcoll_get_unique_id / rank 0)\n");

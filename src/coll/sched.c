@@ -514,6 +514,8 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                                    int *progressed)
 {
     rcoll_status_t st;
+    if (s->area)
+        return coll_area_progress(s, e, progressed);
     if (!s->recv_done) {
         if ((st = sched_state_init(s, e)) != RCOLL_OK)
             return st;

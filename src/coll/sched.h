@@ -57,6 +57,7 @@ typedef enum {
 
 struct coll_sched;
 struct coll_env;
+typedef struct coll_area coll_area_t; /* coll/area.c */
 
 typedef struct {
     int send_peer;          /* -1: no send in this step */
@@ -123,6 +124,8 @@ typedef struct coll_env {
     struct coll_match *match; /* messages that arrived before their
                                operation wanted them (coll/match.c) */
     size_t p2p_eager;       /* point-to-point: larger sends rendezvous */
+    coll_area_t *area;      /* every rank on this host over shared memory:
+                               the shared area (coll/area.c); else NULL */
 } coll_env_t;
 
 typedef struct coll_tune_cache {
@@ -182,6 +185,11 @@ typedef struct coll_sched {
     size_t bounce_len;
     /* run once when every step is done (e.g. a final local copy) */
     void (*finish)(struct coll_sched *s, const coll_env_t *e);
+    /* through the shared area (coll/area.c) instead of steps */
+    int area;
+    int aphase;             /* 0 publish, 1 consume, 2 finish */
+    int anext;              /* the next rank to look at */
+    uint64_t aseq;          /* the area's operation number */
 } coll_sched_t;
 
 rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step);
@@ -304,6 +312,28 @@ rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_gather_binomial(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_scatter_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_scatter_binomial(coll_sched_t *s, const coll_env_t *e);
+
+/* ---- the shared area (coll/area.c) ---- */
+/* The area of every rank of a communicator of n, through transport tl
+ * (its area op), or NULL if some rank has none (then no rank uses it). */
+coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
+                              rcoll_tl_ctx_t *ctx);
+void coll_area_destroy(coll_area_t *a);
+size_t coll_area_data(const coll_area_t *a); /* bytes per buffer */
+/* Before the engine may sleep: wakes peers asleep since a publish (which
+ * does not wake them itself, to keep a fence off the fast path). */
+void coll_area_flush(coll_area_t *a);
+/* 1 if this call can run through the area (its arguments alone decide,
+ * alike on every rank) */
+int coll_area_fits(const coll_sched_t *s, const coll_env_t *e);
+/* 1 if coll_sched_build will run it through the area (fits, and
+ * RCOLL_ALGO names no other algorithm) */
+int coll_area_wants(const coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_area_build(coll_sched_t *s, const coll_env_t *e);
+/* coll_sched_build's shortcut for a call that wants the area */
+rcoll_status_t coll_area_start(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
+                                  int *progressed);
 
 /* ---- matching (coll/match.c) ---- */
 /* A message taken out of its transport's slot because the operation it

@@ -3,6 +3,7 @@
 #include "sched.h"
 #include "util/params.h"
 #include <stdio.h>
+#include <pthread.h>
 #include <string.h>
 
 const coll_algo_t coll_algos[] = {
@@ -70,11 +71,24 @@ const coll_algo_t coll_algos[] = {
      "blocks)"},
     {COLL_SCATTER, "direct", coll_scatter_direct,
      "the root sends each rank its block (large blocks)"},
+#define AREA_DOC                                                           \
+    "one round through the shared area: inputs and flags in shared "       \
+    "memory, no messages (every rank on one host over shm; inputs up to "  \
+    "RCOLL_SHM_AREA_MAX; chosen before the tuner)"
+    /* (RCOLL_ALGO=coll:shared: where the call fits; elsewhere the tuner's
+     * choice) */
+    {COLL_ALLREDUCE, "shared", coll_area_build, AREA_DOC},
+    {COLL_ALLGATHER, "shared", coll_area_build, AREA_DOC},
+    {COLL_BROADCAST, "shared", coll_area_build, AREA_DOC},
+    {COLL_REDUCE_SCATTER, "shared", coll_area_build, AREA_DOC},
+    {COLL_REDUCE, "shared", coll_area_build, AREA_DOC},
+    {COLL_BARRIER, "shared", coll_area_build, AREA_DOC},
+    {COLL_ALLTOALL, "shared", coll_area_build, AREA_DOC},
     {0, NULL, NULL, NULL},
 };
 
 /* The algorithm RCOLL_ALGO names for this collective, or NULL. */
-static const coll_algo_t *forced(coll_kind_t kind)
+static const coll_algo_t *forced_parse(coll_kind_t kind)
 {
     const char *spec = rcoll_config.algo;
     const char *kname = coll_kind_name(kind);
@@ -93,9 +107,38 @@ static const coll_algo_t *forced(coll_kind_t kind)
     return NULL;
 }
 
+/* RCOLL_ALGO is read once (rcoll_config_init): so is its table */
+static const coll_algo_t *forced_tab[COLL_KIND_MAX + 1];
+static pthread_once_t forced_once = PTHREAD_ONCE_INIT;
+static void forced_init(void)
+{
+    for (int k = 1; k <= COLL_KIND_MAX; k++)
+        forced_tab[k] = forced_parse((coll_kind_t)k);
+}
+static const coll_algo_t *forced(coll_kind_t kind)
+{
+    pthread_once(&forced_once, forced_init);
+    return (unsigned)kind <= COLL_KIND_MAX ? forced_tab[kind] : NULL;
+}
+
+int coll_area_wants(const coll_sched_t *s, const coll_env_t *env)
+{
+    if (!env->area)
+        return 0;
+    const coll_algo_t *f = forced(s->kind);
+    return (!f || f->build == coll_area_build) && coll_area_fits(s, env);
+}
+
 rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
 {
     const coll_algo_t *a = forced(s->kind);
+    /* the shared area before the tuner (which knows no area); forced, it
+     * runs where it fits and the tuner picks elsewhere */
+    if ((!a || a->build == coll_area_build) && env->area &&
+        coll_area_fits(s, env))
+        return coll_area_start(s, env);
+    if (a && a->build == coll_area_build)
+        a = NULL;
     size_t dts = rcoll_datatype_size(s->dt);
     size_t chunk = env->chunk_size;
     coll_tune_cache_t *tc = env->tune_cache && s->kind < COLL_TUNE_CACHE_N &&

@@ -300,8 +300,8 @@ const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *e,
     double best_t = 0;
     size_t best_c = e->chunk_size;
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
-        if (a->kind != s->kind)
-            continue;
+        if (a->kind != s->kind || a->build == coll_area_build)
+            continue; /* the area is chosen before (coll_sched_build) */
         size_t c;
         double t = coll_tune_cost(a, s, e, &c);
         rcoll_trace(RCOLL_SUBSYS_TUNE, "%s count %zu: %s would take %.1f us "

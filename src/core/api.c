@@ -451,7 +451,30 @@ static rcoll_status_t run_held(const call_t *a, rcoll_comm_t comm)
 static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm)
 {
     rcoll_request_t req;
-    rcoll_status_t st = post_req(a, comm, &req, 1);
+    rcoll_status_t st;
+    if (a->host_known && comm->env.area && group_depth == 0) {
+        /* a small collective of ranks that share this host: in this
+         * thread through the shared area when nothing else is in flight */
+        /* only what the area's code and a dump read is set: zeroing the
+         * whole schedule (its inline steps) costs more than the call */
+        coll_sched_t s;
+        s.kind = a->kind;
+        s.sendbuf = a->sendbuf;
+        s.recvbuf = a->recvbuf;
+        s.count = a->count;
+        s.dt = a->dt;
+        s.op = a->has_op ? a->op : RCOLL_SUM;
+        s.root = a->root;
+        s.tag = a->tag;
+        s.seq = 0;
+        s.nsteps = s.s_step = s.r_step = s.s_chunk = s.r_chunk = 0;
+        s.waiting_peer = -1;
+        s.waiting_for = NULL;
+        s.area = 0;
+        if ((st = rcoll__comm_run_inline(comm, &s)) != RCOLL_INPROGRESS)
+            return st;
+    }
+    st = post_req(a, comm, &req, 1);
     if (st != RCOLL_OK)
         return st;
     if (group_depth > 0)

@@ -280,7 +280,9 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     pthread_mutex_unlock(&c->lock);
 
     double now = r ? rcoll_time_sec() : 0;
-    int any = r != NULL, finished = 0;
+    /* a blocking call run inline (rcoll__comm_run_inline) is one more
+     * operation in flight: poll, then sleep as for a request */
+    int any = r != NULL || c->inline_s != NULL, finished = 0;
     for (int k = 0; k < ns; k++) {
         r = snap[k];
         rcoll_status_t st;
@@ -325,7 +327,7 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         *spin_until = 0;
         return 0;
     }
-    if (any && !progressed)
+    if (ns && !progressed) /* (a call run inline checks its own) */
         timeout_check(c, now);
     int ms;
     if (progressed) {
@@ -343,6 +345,8 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     if (ms > max_ms)
         ms = max_ms;
     if (!progressed) /* before any wait: nothing held back may block a peer */
+        coll_area_flush(c->env.area);
+    if (!progressed)
         for (int i = 0; i < c->ntls; i++)
             if (c->tls[i]->idle && c->tls[i]->idle(c->tl_ctxs[i]) > 0) {
                 ms = 0; /* it found work while arming its events */
@@ -533,6 +537,20 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
                     now - r->last_progress);
         fputc('\n', f);
     }
+    if (c->inline_s) {
+        coll_sched_t *s = c->inline_s;
+        int p = s->waiting_peer;
+        fprintf(f, "rcoll:   [%d] %s #%llu count %zu %s %s root %d algo "
+                "shared (blocking, run by its caller)", k++,
+                coll_kind_name(s->kind), (unsigned long long)s->seq, s->count,
+                rcoll_datatype_name(s->dt), rcoll_op_name(s->op), s->root);
+        if (p >= 0 && p < c->nranks)
+            fprintf(f, "; waiting for %s rank %d (%s pid %d) for %.1f s",
+                    s->waiting_for ? s->waiting_for : "?", p,
+                    c->bs.peers[p].hostname, (int)c->bs.peers[p].pid,
+                    now - c->last_progress);
+        fputc('\n', f);
+    }
     if (!k)
         fprintf(f, "rcoll:   no operation in flight\n");
     pthread_mutex_unlock(&c->lock);
@@ -660,6 +678,7 @@ static void comm_free(struct rcoll_comm *c)
         rcoll__req_put(r);
     }
     coll_match_destroy(c->match);
+    coll_area_destroy(c->env.area);
     free(c->snap);
     free(c->p2p_tx);
     free(c->eps);
@@ -1125,6 +1144,25 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->env.md = &coll_md_host;
     c->env.match = c->match;
     c->env.p2p_eager = rcoll_config.p2p_eager;
+    /* every peer over one transport with shared areas (shm: all ranks on
+     * this host): small collectives go through them (coll/area.c). Every
+     * rank comes to the same answer: a pair uses shm only if both can. */
+    if (c->ntls == 1 && c->tls[0]->area) {
+        int all = 1;
+        for (int p = 0; p < nranks; p++)
+            all &= p == rank || c->peer_tl[p] == c->tls[0];
+        if (all)
+            c->env.area = coll_area_create(rank, nranks, c->tls[0],
+                                           c->tl_ctxs[0]);
+        if (c->env.area)
+            rcoll_info(RCOLL_SUBSYS_INIT, "rank %d: shared area in use: "
+                       "collectives with up to %zu bytes of input per rank "
+                       "run through it (RCOLL_SHM_AREA_MAX, RCOLL_SHM_AREA)",
+                       rank, coll_area_data(c->env.area) <
+                                     rcoll_config.shm_area_max
+                                 ? coll_area_data(c->env.area)
+                                 : rcoll_config.shm_area_max);
+    }
 
     c->env.peers = c->bs.peers;
 
@@ -1424,6 +1462,108 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
 }
 
 /* ---- requests ---- */
+
+/* The blocking call's own timeout (it has no request for timeout_check):
+ * 1 once the communicator has failed with the diagnosis. */
+static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
+{
+    if (c->qhead) /* requests posted meanwhile: timeout_check's clock */
+        return 0;
+    if (now - c->last_progress < rcoll_config.timeout) {
+        if (rcoll_unlikely(c->diag_walking))
+            rcoll__diag_cancel(c);
+        return 0;
+    }
+    char msg[1536], cause[768];
+    int p = s->waiting_peer;
+    if (!rcoll__diag_walk(c, p, cause, sizeof(cause)))
+        return 0;
+    snprintf(msg, sizeof(msg), "rank %d: %s #%llu (count %zu, %s) made no "
+             "progress for %g s (RCOLL_TIMEOUT): waiting for %s rank %d "
+             "(%s pid %d) at step %d of the shared area (1 publish, 2 read "
+             "the inputs, 3 finish; its operation %llu)%s%s",
+             c->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
+             s->count, rcoll_datatype_name(s->dt), rcoll_config.timeout,
+             s->waiting_for ? s->waiting_for : "?", p,
+             p >= 0 ? c->bs.peers[p].hostname : "?",
+             p >= 0 ? c->bs.peers[p].pid : -1, s->aphase + 1,
+             (unsigned long long)s->aseq, cause[0] ? "; " : "", cause);
+    pthread_mutex_lock(&c->lock);
+    comm_set_error_locked(c, RCOLL_ERR_TIMEOUT, msg);
+    pthread_mutex_unlock(&c->lock);
+    return 1;
+}
+
+rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
+{
+    if (!c->env.area || !coll_area_wants(s, &c->env))
+        return RCOLL_INPROGRESS;
+    /* the engine is free when nothing is queued (the progress thread holds
+     * it only to run requests, or for its idle look once a second) */
+    if (pthread_mutex_trylock(&c->engine) != 0)
+        return RCOLL_INPROGRESS;
+    pthread_mutex_lock(&c->lock);
+    if (c->qhead || c->closed || c->error != RCOLL_OK) {
+        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->engine);
+        return RCOLL_INPROGRESS; /* the queue, or the error, on the
+                                    regular path */
+    }
+    s->seq = ++c->coll_seq;
+    s->waiting_peer = -1;
+    c->inline_s = s;
+    pthread_mutex_unlock(&c->lock);
+
+    char msg[1024];
+    double spin_until = 0;
+    int clock = 0; /* last_progress set: on the first slow turn */
+    rcoll_status_t st = coll_area_start(s, &c->env);
+    /* polling without a system call first, while every rank of the host
+     * has a core of its own: a peer is about to write */
+    int spin = c->env.local_size <= c->env.ncores ? 2048 : 0, spins = 0;
+    while (st == RCOLL_OK) {
+        int moved = 0;
+        st = coll_sched_progress(s, &c->env, &moved);
+        if (st != RCOLL_INPROGRESS)
+            break;
+        st = RCOLL_OK;
+        if (moved)
+            spins = 0;
+        if (spins++ < spin) {
+            rcoll_cpu_relax();
+            continue;
+        }
+        if (moved || !clock) {
+            c->last_progress = rcoll_time_sec();
+            clock = 1;
+        }
+        engine_turn(c, &spin_until, 100, 100);
+        if ((st = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE)) != RCOLL_OK)
+            break;
+        if (inline_timeout(c, s, rcoll_time_sec())) {
+            st = RCOLL_ERR_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_lock(&c->lock);
+    c->inline_s = NULL;
+    if (st != RCOLL_OK) {
+        if (c->error == RCOLL_OK) { /* a mismatch: the ranks disagree */
+            snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+            comm_set_error_locked(c, st, msg);
+        }
+        st = c->error;
+        snprintf(msg, sizeof(msg), "%s", c->errmsg);
+    }
+    /* requests posted meanwhile by other threads: the progress thread */
+    if (c->qhead && c->waiters == 0)
+        pthread_cond_signal(&c->idle_cond);
+    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->engine);
+    if (st != RCOLL_OK)
+        return rcoll__set_error(st, "%s", msg);
+    return RCOLL_OK;
+}
 
 rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
                                 int will_wait)

@@ -66,6 +66,9 @@ struct rcoll_comm {
     struct rcoll_request *held;   /* failed operations whose sends are
                                      still in a transport (engine) */
     double last_progress;         /* when an operation last moved */
+    coll_sched_t *inline_s;       /* a blocking call running through the
+                                     shared area in its caller's thread,
+                                     without a request (engine) */
     struct rcoll_request **snap;  /* the engine's view of the queue for
                                      one turn (engine) */
     int snap_cap;
@@ -101,6 +104,13 @@ void rcoll__req_put(struct rcoll_request *r);
 /* The operation a diagnosis reports: the first running one that waits for
  * a peer, else the first running one, else NULL (c->lock held). */
 struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c);
+/* A blocking collective through the shared area, run in the calling
+ * thread when nothing else is in flight (no request, no hand-off).
+ * RCOLL_INPROGRESS: it does not apply now (nothing was done: post it);
+ * otherwise its result. s holds the call (kind, buffers, count, dt, op,
+ * root), with seq, nsteps, the step and chunk cursors, area and
+ * waiting_for zero and waiting_peer -1; nothing else is read. */
+rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s);
 /* 1 if c is a communicator of this process not yet freed (API calls check
  * it, so a destroyed or aborted handle is an argument error, not a crash;
  * an address reused by a newer communicator cannot be told apart) */

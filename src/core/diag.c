@@ -236,12 +236,15 @@ static void answer(struct rcoll_diag *d, const rcoll_diag_msg_t *q)
         a.peer = d->found_root;
         size_t n = strnlen(c->errmsg, sizeof(a.text) - 1);
         memcpy(a.text, c->errmsg, n); /* truncated if need be */
-    } else if (r) {
-        /* the engine's holder is us: the schedule is ours to read */
-        coll_sched_t *s = &r->sched;
+    } else if (r || c->inline_s) {
+        /* the engine's holder is us: the schedule is ours to read (a
+         * queued one, or the blocking call run inline, core/comm.c) */
+        coll_sched_t *s = r ? &r->sched : c->inline_s;
         int step = s->r_step < s->nsteps ? s->r_step : s->s_step;
         a.seq = s->seq;
-        a.stalled_ms = (uint32_t)((rcoll_time_sec() - r->last_progress) * 1e3);
+        a.stalled_ms = (uint32_t)((rcoll_time_sec() -
+                                   (r ? r->last_progress : c->last_progress)) *
+                                  1e3);
         a.state = s->waiting_peer >= 0 ? RCOLL_DIAG_WAITING : RCOLL_DIAG_BUSY;
         a.peer = s->waiting_peer;
         snprintf(a.what, sizeof(a.what), "%s #%llu step %d",
@@ -308,6 +311,8 @@ static void got_answer(struct rcoll_diag *d, const rcoll_diag_msg_t *a)
         for (struct rcoll_request *q = c->qhead; q && !want; q = q->next)
             if (q->sched.kind != COLL_SEND && q->sched.kind != COLL_RECV)
                 want = q->sched.seq; /* the first collective in flight */
+        if (!want && c->inline_s) /* a blocking call run inline */
+            want = c->inline_s->seq;
         pthread_mutex_unlock(&c->lock);
         if (want && a->seq < want)
             walk_end(d, a->from, "root cause: %s is alive but has not called "

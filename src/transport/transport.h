@@ -160,7 +160,27 @@ typedef struct rcoll_tl_ops {
      * with these settings (the bound of its memory per communicator), and
      * what they are. */
     size_t (*peer_bytes)(size_t chunk, int nslots, char *what, size_t len);
+    /* Optional (shared memory): a rank's shared area, mapped by every
+     * rank the context reaches (coll/area.c: small collectives through
+     * flags and buffers instead of messages). Returns its address for
+     * `rank` (this rank too) and its length, or NULL if that rank has
+     * none. It starts zeroed with an rcoll_area_ctl_t, whose counters the
+     * owner alone writes and wait() watches: a change wakes a sleeper. */
+    void *(*area)(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
+    /* Wakes every peer asleep in wait() (after the owner wrote its area's
+     * counters; a sequentially consistent fence is inside). */
+    void (*area_wake)(rcoll_tl_ctx_t *ctx);
 } rcoll_tl_ops_t;
+
+/* A shared area's length for two buffers of `data` bytes: the counters'
+ * line, then per buffer a descriptor line and the data. */
+#define RCOLL_AREA_LEN(data) \
+    (64 + 2 * (64 + (((size_t)(data) + 63) & ~(size_t)63)))
+/* The first cache line of a shared area (transport op area()). */
+typedef struct {
+    uint64_t posted;    /* the last operation whose input is published */
+    uint64_t done;      /* the last operation this rank has finished */
+} rcoll_area_ctl_t;
 
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];

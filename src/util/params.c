@@ -251,6 +251,16 @@ static const param_t params[] = {
     P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
+    P("SHM_AREA", "64K", "size", shm_area, size,
+      "bytes of each of the two buffers in a rank's shared area (its "
+      "/dev/shm segment), through which ranks that all share one host run "
+      "small collectives with flags instead of messages; 0 turns the area "
+      "off"),
+    P("SHM_AREA_MAX", "16K", "size", shm_area_max, size,
+      "the largest input per rank (bytes) that a collective runs through "
+      "the shared area (RCOLL_SHM_AREA); all-reduce, reduce and "
+      "reduce-scatter use it while n times that is at most 4x this; "
+      "larger calls take the algorithms that send messages"),
     P("SHM_RNDV_MIN", "256K", "size", shm_rndv_min, size,
       "shm: a whole transfer of at least this many bytes that nothing "
       "pipelines (all-to-all, gather, scatter, point to point) moves as "
@@ -393,7 +403,7 @@ static const char *const shared_params[] = {
     "RCOLL_TCP_NSOCKS",  "RCOLL_P2P_EAGER",       "RCOLL_IB_QPS_PER_PEER",
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
-    "RCOLL_TUNE_REDUCE_GBPS"};
+    "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX"};
 
 int rcoll_config_is_shared(int i)
 {

@@ -36,6 +36,8 @@ typedef struct {
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
     int shm_cma_all;            /* also for chunks the receiver reduces */
+    size_t shm_area;            /* shared-area buffer bytes (coll/area.c) */
+    size_t shm_area_max;        /* largest input that takes the area */
     size_t shm_rndv_min;        /* shm: whole transfers (RCOLL_TL_WHOLE)
                                    from this size in one single-copy
                                    message; 0 off */

@@ -12,6 +12,16 @@
 #define RCOLL_HIDDEN __attribute__((visibility("hidden")))
 #define rcoll_likely(x)   __builtin_expect(!!(x), 1)
 #define rcoll_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* A busy-wait loop's pause (lets the sibling hyperthread run). */
+static inline void rcoll_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
 #define RCOLL_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RCOLL_MAX(a, b) ((a) > (b) ? (a) : (b))
 

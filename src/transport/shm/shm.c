@@ -71,6 +71,8 @@ typedef struct {
     uint64_t chunk_size;
     uint32_t nslots;
     uint32_t nrings;
+    uint64_t area_off;          /* the shared area (RCOLL_SHM_AREA): offset */
+    uint64_t area_len;          /* and length; 0: none */
     char reason[SHM_REASON_MAX];
 } __attribute__((aligned(SHM_CL))) shm_seg_hdr_t;
 
@@ -115,6 +117,9 @@ typedef struct shm_ep {
     uint64_t rx_cma_addr;
     uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
     uint32_t wake_state;
+    rcoll_area_ctl_t *area;     /* the peer's shared area, or NULL */
+    size_t area_len;
+    uint64_t wake_posted, wake_done;
     int pidfd;
     rcoll_ev_handler_t h;
     int dead;                   /* its process exited */
@@ -529,8 +534,45 @@ static int shm_anything(rcoll_tl_ctx_t *ctx)
             ep->wake_state = state;
             any = 1;
         }
+        if (ep->area) {
+            uint64_t v = __atomic_load_n(&ep->area->posted, __ATOMIC_SEQ_CST);
+            uint64_t d = __atomic_load_n(&ep->area->done, __ATOMIC_SEQ_CST);
+            if (v != ep->wake_posted || d != ep->wake_done) {
+                ep->wake_posted = v;
+                ep->wake_done = d;
+                any = 1;
+            }
+        }
     }
     return any;
+}
+
+static void *shm_area(rcoll_tl_ctx_t *ctx, int rank, size_t *len)
+{
+    if (rank == ctx->p.rank) {
+        if (!ctx->hdr || !ctx->hdr->area_len)
+            return NULL;
+        *len = ctx->hdr->area_len;
+        return ctx->base + ctx->hdr->area_off;
+    }
+    if (rank < 0 || rank >= ctx->p.nranks || !ctx->eps[rank] ||
+        !ctx->eps[rank]->area)
+        return NULL;
+    *len = ctx->eps[rank]->area_len;
+    return ctx->eps[rank]->area;
+}
+
+static void shm_area_wake(rcoll_tl_ctx_t *ctx)
+{
+    /* one fence for all (shm_ring_doorbell has one per peer) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        if (ep && __atomic_load_n(&ep->peer_hdr->sleeping, __ATOMIC_SEQ_CST)) {
+            __atomic_fetch_add(&ep->peer_hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+            futex(&ep->peer_hdr->doorbell, FUTEX_WAKE, 1, NULL);
+        }
+    }
 }
 
 static void shm_wait(rcoll_tl_ctx_t *ctx, int ms)
@@ -606,6 +648,13 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
                                 ep->peer_len);
     ep->tx = (shm_ring_ctl_t *)(ep->peer_base + off);
     ep->tx_slots = (char *)(ep->tx + 1);
+    if (ep->peer_hdr->area_len &&
+        ep->peer_hdr->area_off + ep->peer_hdr->area_len <= ep->peer_len &&
+        ep->peer_hdr->area_off % SHM_CL == 0) {
+        ep->area = (rcoll_area_ctl_t *)(ep->peer_base +
+                                        ep->peer_hdr->area_off);
+        ep->area_len = ep->peer_hdr->area_len;
+    }
     off = sizeof(shm_seg_hdr_t) + (size_t)shm_ring_index(p, p->rank, peer) * rb;
     ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
     ep->rx_slots = (char *)(ep->rx + 1);
@@ -702,6 +751,13 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ctx->len = sizeof(shm_seg_hdr_t) +
                    (size_t)ctx->npeers *
                        shm_ring_bytes(ctx->slot_size, p->nslots);
+        /* the shared area, after the rings (coll/area.c) */
+        size_t area_off = SHM_ALIGN(ctx->len);
+        size_t area_len = rcoll_config.shm_area
+                              ? RCOLL_AREA_LEN(rcoll_config.shm_area)
+                              : 0;
+        if (area_len)
+            ctx->len = area_off + area_len;
         int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
         if (fd < 0) {
             st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create its segment %s: %s", r,
@@ -737,6 +793,8 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ctx->hdr->chunk_size = p->chunk_size;
         ctx->hdr->nslots = (uint32_t)p->nslots;
         ctx->hdr->nrings = (uint32_t)ctx->npeers;
+        ctx->hdr->area_off = area_len ? area_off : 0;
+        ctx->hdr->area_len = area_len;
         ctx->hdr->state = SHM_LIVE;
         __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
         snprintf(addrs[r].name, sizeof(addrs[r].name), "%s", ctx->name);
@@ -865,4 +923,6 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .ctx_destroy = shm_ctx_destroy,
     .peer_bytes = shm_peer_bytes,
     .max_msg = shm_max_msg,
+    .area = shm_area,
+    .area_wake = shm_area_wake,
 };

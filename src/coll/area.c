@@ -1,0 +1,388 @@
+/* Small collectives through the shared area, when every rank of the
+ * communicator is on this host and reached over shared memory.
+ *
+ * Each rank's shared-memory segment holds an area (transport op area()):
+ * a line of two counters, `posted` and `done`, written by the owner only,
+ * then two buffers, each a descriptor line and RCOLL_SHM_AREA bytes of
+ * data. Operation k of the area (every rank numbers them alike: collectives
+ * are posted in the same order everywhere, and whether one takes the area
+ * depends only on its arguments) uses buffer k % 2:
+ *
+ *   1. publish: a rank whose input someone reads (all of them, except
+ *      broadcast, where only the root's is read) waits until every rank has
+ *      finished operation k - 2 (their `done`: nobody still reads the
+ *      buffer), copies its input and the call's descriptor into the buffer
+ *      and stores posted = k (release);
+ *   2. consume: it waits for the `posted` of the ranks whose input it needs,
+ *      checks their descriptors against its own call (a mismatch is
+ *      RCOLL_ERR_MISMATCH, naming both), and computes its output straight
+ *      from their buffers: reductions in rank order, so that every rank
+ *      gets the same bits (as the flat all-reduce);
+ *   3. finish: done = k, in order.
+ *
+ * One round: no message, no slot, no credit; a rank is done as soon as the
+ * inputs it needs are there. A counter store wakes peers asleep in the
+ * transport's wait(), which watches the counters. The engine drives this
+ * like any schedule (coll_sched_progress), so it runs beside every other
+ * operation in flight; core/comm.c also runs a blocking call straight from
+ * the caller when nothing else is in flight. */
+#include "coll/sched.h"
+#include "util/params.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define AREA_CL 64
+
+/* A buffer's first line: the call, and its seq, stored last (release):
+ * the flag a reader polls. Up to AREA_INLINE bytes of input ride in the
+ * line itself, so a small call costs a reader one cache line. */
+typedef struct {
+    uint64_t seq;
+    uint64_t count;
+    uint32_t kind, dt, op;
+    int32_t root;
+    uint64_t done;          /* the writer's `done` when it wrote this */
+    char data[24];
+} area_desc_t;
+#define AREA_INLINE sizeof(((area_desc_t *)0)->data)
+
+struct coll_area {
+    int n, rank;
+    char **base;            /* by rank: its area */
+    size_t data;            /* bytes per buffer */
+    uint64_t seq;           /* operations started (coll_area_build) */
+    uint64_t published;     /* operations past step 1 here, in order */
+    uint64_t finished;      /* operations finished here, in order */
+    uint64_t *seen_done;    /* by rank: its `done`, as last read */
+    const rcoll_tl_ops_t *tl;
+    rcoll_tl_ctx_t *ctx;
+    int wake_pending;       /* posted without waking sleepers yet */
+};
+
+static inline rcoll_area_ctl_t *area_ctl(const coll_area_t *a, int r)
+{
+    return (rcoll_area_ctl_t *)a->base[r];
+}
+static inline area_desc_t *area_desc(const coll_area_t *a, int r, uint64_t k)
+{
+    return (area_desc_t *)(a->base[r] + AREA_CL +
+                           (size_t)(k & 1) * (AREA_CL + a->data));
+}
+/* where rank r's input of operation k lies: `in` bytes in all */
+static inline char *area_data(const coll_area_t *a, int r, uint64_t k,
+                              size_t in)
+{
+    area_desc_t *d = area_desc(a, r, k);
+    return in <= AREA_INLINE ? d->data : (char *)d + AREA_CL;
+}
+
+coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
+                              rcoll_tl_ctx_t *ctx)
+{
+    if (n < 2 || !tl || !tl->area || !tl->area_wake)
+        return NULL;
+    coll_area_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->base = calloc((size_t)n, sizeof(*a->base));
+    a->seen_done = calloc((size_t)n, sizeof(*a->seen_done));
+    if (!a->base || !a->seen_done)
+        goto none;
+    size_t min = SIZE_MAX;
+    for (int r = 0; r < n; r++) {
+        size_t len = 0;
+        if (!(a->base[r] = tl->area(ctx, r, &len)) ||
+            len < RCOLL_AREA_LEN(AREA_CL))
+            goto none; /* every rank sees the same: all take the area or
+                          none does */
+        if (len < min)
+            min = len;
+    }
+    /* the smallest area of all, so every rank computes the same size */
+    a->data = ((min - AREA_CL) / 2 - AREA_CL) & ~(size_t)(AREA_CL - 1);
+    a->n = n;
+    a->rank = rank;
+    a->tl = tl;
+    a->ctx = ctx;
+    return a;
+none:
+    coll_area_destroy(a);
+    return NULL;
+}
+
+void coll_area_destroy(coll_area_t *a)
+{
+    if (!a)
+        return;
+    free(a->base);
+    free(a->seen_done);
+    free(a);
+}
+
+void coll_area_flush(coll_area_t *a)
+{
+    if (a && a->wake_pending) {
+        a->tl->area_wake(a->ctx);
+        a->wake_pending = 0;
+    }
+}
+
+size_t coll_area_data(const coll_area_t *a)
+{
+    return a ? a->data : 0;
+}
+
+/* The bytes a rank publishes for this call. */
+static size_t area_in_bytes(const coll_sched_t *s, int n)
+{
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    switch (s->kind) {
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLTOALL: return bytes * (size_t)n;
+    case COLL_BARRIER: return 0;
+    default: return bytes;
+    }
+}
+
+int coll_area_fits(const coll_sched_t *s, const coll_env_t *e)
+{
+    const coll_area_t *a = e->area;
+    if (!a || !rcoll_config.shm_area_max)
+        return 0;
+    switch (s->kind) {
+    case COLL_ALLREDUCE: case COLL_REDUCE: case COLL_REDUCE_SCATTER:
+    case COLL_ALLGATHER: case COLL_BROADCAST: case COLL_ALLTOALL:
+        if (s->count == 0)
+            return 0;
+        break;
+    case COLL_BARRIER:
+        return 1;
+    default:
+        return 0;
+    }
+    size_t in = area_in_bytes(s, a->n), max = rcoll_config.shm_area_max;
+    if (in > a->data || in > max)
+        return 0;
+    /* a reduction reads n inputs on every rank */
+    if ((s->kind == COLL_ALLREDUCE || s->kind == COLL_REDUCE) &&
+        in * (size_t)a->n > 4 * max)
+        return 0;
+    return 1;
+}
+
+rcoll_status_t coll_area_build(coll_sched_t *s, const coll_env_t *e)
+{
+    coll_area_t *a = e->area;
+    if (!coll_area_fits(s, e))
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "%s #%llu (count %zu, %s): RCOLL_ALGO names "
+                                "the shared area, which this call cannot "
+                                "use (%s)", coll_kind_name(s->kind),
+                                (unsigned long long)s->seq, s->count,
+                                rcoll_datatype_name(s->dt),
+                                !a ? "the ranks are not all on one host over "
+                                     "shared memory, or RCOLL_SHM_AREA=0"
+                                   : "its input exceeds RCOLL_SHM_AREA_MAX "
+                                     "or RCOLL_SHM_AREA");
+    s->area = 1;
+    s->aseq = ++a->seq;
+    s->aphase = 0;
+    s->anext = 0;
+    s->nsteps = 0;
+    return RCOLL_OK;
+}
+
+rcoll_status_t coll_area_start(coll_sched_t *s, const coll_env_t *e)
+{
+    s->algo = "shared";
+    s->md = e->md;
+    s->reduce = s->md->reduce_get(s->dt, s->op);
+    s->area = 1;
+    s->aseq = ++e->area->seq;
+    s->aphase = 0;
+    s->anext = 0;
+    return RCOLL_OK;
+}
+
+/* Does rank j's call (its descriptor) match ours? */
+static rcoll_status_t area_check(const coll_sched_t *s, const coll_env_t *e,
+                                 int j, const area_desc_t *d)
+{
+    int reduces = s->kind == COLL_ALLREDUCE || s->kind == COLL_REDUCE ||
+                  s->kind == COLL_REDUCE_SCATTER;
+    int rooted = s->kind == COLL_REDUCE || s->kind == COLL_BROADCAST;
+    if (d->kind == (uint32_t)s->kind && d->dt == (uint32_t)s->dt &&
+        d->count == s->count && (!reduces || d->op == (uint32_t)s->op) &&
+        (!rooted || d->root == s->root))
+        return RCOLL_OK;
+    return rcoll__set_error(
+        RCOLL_ERR_MISMATCH,
+        "rank %d called %s #%llu (count %zu, %s%s%s, root %d), which does "
+        "not match the call of rank %d (%s pid %d): %s, count %llu, %s%s%s, "
+        "root %d; the "
+        "ranks called different operations (every rank must call the same "
+        "collectives in the same order with the same count, type, op and "
+        "root)",
+        e->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
+        s->count, rcoll_datatype_name(s->dt), reduces ? ", " : "",
+        reduces ? rcoll_op_name(s->op) : "", s->root, j,
+        e->peers ? e->peers[j].hostname : "?", e->peers ? e->peers[j].pid : -1,
+        coll_kind_name((coll_kind_t)d->kind), (unsigned long long)d->count,
+        rcoll_datatype_name((rcoll_datatype_t)d->dt), reduces ? ", " : "",
+        reduces ? rcoll_op_name((rcoll_op_t)d->op) : "", d->root);
+}
+
+/* out = in(0) op in(1) ... op in(n-1), each at offset `off` of its rank's
+ * buffer: rank order, as coll_allreduce_flat */
+static void area_reduce(coll_sched_t *s, const coll_area_t *a, char *out,
+                        size_t in, size_t off, size_t count)
+{
+    size_t bytes = count * rcoll_datatype_size(s->dt);
+    s->md->copy(out, area_data(a, 0, s->aseq, in) + off, bytes);
+    for (int j = 1; j < a->n; j++)
+        s->reduce(out, out, area_data(a, j, s->aseq, in) + off, count);
+    if (s->op == RCOLL_AVG)
+        s->md->reduce_avg_scale(s->dt, out, out, count, a->n);
+}
+
+rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
+                                  int *progressed)
+{
+    coll_area_t *a = e->area;
+    int n = a->n, me = a->rank;
+    uint64_t k = s->aseq;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    rcoll_status_t st;
+
+    if (s->aphase == 0) {
+        /* 1. publish, in order */
+        if (a->published != k - 1) {
+            s->waiting_for = "an earlier shared-area operation of this rank";
+            s->waiting_peer = -1;
+            return RCOLL_INPROGRESS;
+        }
+        int contributes = s->kind != COLL_BROADCAST || me == s->root;
+        /* this rank reads its own buffer too: operation k - 2 must be
+         * over here as well (the peers' `done` says nothing of it) */
+        if (contributes && k > 2 && a->finished < k - 2) {
+            s->waiting_for = "an earlier shared-area operation of this rank";
+            s->waiting_peer = -1;
+            return RCOLL_INPROGRESS;
+        }
+        if (contributes && k > 2) {
+            /* nobody may still read buffer k % 2 (operation k - 2) */
+            for (; s->anext < n; s->anext++) {
+                int j = s->anext;
+                if (j == me || a->seen_done[j] >= k - 2)
+                    continue;
+                a->seen_done[j] = __atomic_load_n(&area_ctl(a, j)->done,
+                                                  __ATOMIC_ACQUIRE);
+                if (a->seen_done[j] < k - 2) {
+                    s->waiting_for = "the shared area's buffer (still read "
+                                     "by)";
+                    s->waiting_peer = j;
+                    return RCOLL_INPROGRESS;
+                }
+            }
+        }
+        if (contributes) {
+            area_desc_t *d = area_desc(a, me, k);
+            size_t in = area_in_bytes(s, n);
+            if (in)
+                s->md->copy(area_data(a, me, k, in), s->sendbuf, in);
+            d->count = s->count;
+            d->kind = (uint32_t)s->kind;
+            d->dt = (uint32_t)s->dt;
+            d->op = (uint32_t)s->op;
+            d->root = s->root;
+            d->done = a->finished;
+            __atomic_store_n(&d->seq, k, __ATOMIC_RELEASE);
+            /* for sleepers (the transport's wait() watches it); they are
+             * woken before this rank waits (coll_area_flush) or when it
+             * finishes: no fence here, on the fast path */
+            __atomic_store_n(&area_ctl(a, me)->posted, k, __ATOMIC_RELAXED);
+            a->wake_pending = 1;
+        }
+        a->published = k;
+        s->aphase = 1;
+        s->anext = 0;
+        *progressed = 1;
+    }
+    if (s->aphase == 1) {
+        /* 2. consume: whose input do we read? */
+        int lo = 0, hi = n; /* ranks [lo, hi) */
+        if (s->kind == COLL_BROADCAST) {
+            lo = s->root;
+            hi = me == s->root ? lo : lo + 1;
+        } else if (s->kind == COLL_REDUCE && me != s->root) {
+            hi = lo;
+        }
+        if (s->anext < lo)
+            s->anext = lo;
+        for (; s->anext < hi; s->anext++) {
+            int j = s->anext;
+            area_desc_t *d = area_desc(a, j, k);
+            /* the buffer holds operation k - 2 (or nothing) until j
+             * writes k: it cannot get further before we finish k */
+            if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != k) {
+                s->waiting_for = "the shared-area input of";
+                s->waiting_peer = j;
+                return RCOLL_INPROGRESS;
+            }
+            /* what it had finished then: spares a read of its counters
+             * at our next publish */
+            if (d->done > a->seen_done[j])
+                a->seen_done[j] = d->done;
+            if ((st = area_check(s, e, j, d)) != RCOLL_OK)
+                return st;
+        }
+        size_t in = area_in_bytes(s, n);
+        char *out = s->recvbuf;
+        switch (s->kind) {
+        case COLL_ALLREDUCE:
+            area_reduce(s, a, out, in, 0, s->count);
+            break;
+        case COLL_REDUCE:
+            if (me == s->root)
+                area_reduce(s, a, out, in, 0, s->count);
+            break;
+        case COLL_REDUCE_SCATTER:
+            area_reduce(s, a, out, in, (size_t)me * bytes, s->count);
+            break;
+        case COLL_ALLGATHER:
+            for (int j = 0; j < n; j++)
+                s->md->copy(out + (size_t)j * bytes, area_data(a, j, k, in),
+                            bytes);
+            break;
+        case COLL_ALLTOALL:
+            for (int j = 0; j < n; j++)
+                s->md->copy(out + (size_t)j * bytes,
+                            area_data(a, j, k, in) + (size_t)me * bytes,
+                            bytes);
+            break;
+        case COLL_BROADCAST:
+            if (me == s->root)
+                coll_copy_in(s);
+            else
+                s->md->copy(out, area_data(a, s->root, k, in), bytes);
+            break;
+        default:
+            break;
+        }
+        s->aphase = 2;
+        *progressed = 1;
+    }
+    /* 3. finish, in order (a later operation's done would tell writers
+     * that this one's buffer is free) */
+    if (a->finished != k - 1) {
+        s->waiting_for = "an earlier shared-area operation of this rank";
+        s->waiting_peer = -1;
+        return RCOLL_INPROGRESS;
+    }
+    __atomic_store_n(&area_ctl(a, me)->done, k, __ATOMIC_RELEASE);
+    a->finished = k;
+    a->tl->area_wake(a->ctx);
+    a->wake_pending = 0;
+    s->waiting_peer = -1;
+    return RCOLL_OK;
+}

@@ -1,0 +1,200 @@
+/* Small collectives of ranks that share a host (the shared area,
+ * coll/area.c) under stress: rounds of 1-8 operations of every kind the
+ * area runs, with random counts (some past the area's limit, so the
+ * message algorithms run between them), types, ops and roots, each rank
+ * choosing by itself whether to call the blocking or the non-blocking form
+ * (so the same operation runs inline on one rank and through the engine on
+ * another), up to 8 in flight at once (so buffer k % 2 is wanted again
+ * while a rank still reads it), and random delays on random ranks (so some
+ * run ahead). Every result is checked bit for bit against tests/ref.h.
+ * Run under rcoll-run. usage: test_area [ROUNDS] */
+#include "ref.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, n;
+#define CHECK_RANK rank
+#include "check.h"
+
+enum { K_ALLREDUCE, K_BCAST, K_ALLGATHER, K_RS, K_REDUCE, K_ALLTOALL,
+       K_BARRIER, K_N };
+static const char *const kname[] = {"allreduce", "broadcast", "allgather",
+                                    "reduce_scatter", "reduce", "alltoall",
+                                    "barrier"};
+
+#define MAXQ 8
+
+typedef struct {
+    int kind, root, nb, inplace;
+    size_t count, outn; /* elements per call, elements of out to check */
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    char *in, *out, *ex;
+    rcoll_request_t req;
+} op_t;
+
+static uint64_t next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static const rcoll_datatype_t dts[] = {RCOLL_INT32, RCOLL_FLOAT32,
+                                       RCOLL_FLOAT64, RCOLL_INT64,
+                                       RCOLL_UINT8};
+static const rcoll_op_t ops[] = {RCOLL_SUM, RCOLL_MAX, RCOLL_MIN, RCOLL_AVG};
+
+static rcoll_status_t post(rcoll_comm_t c, op_t *o, int salt)
+{
+    size_t s = rcoll_datatype_size(o->dt), cnt = o->count;
+    size_t nn = (size_t)n;
+    rcoll_request_t *rq = o->nb ? &o->req : NULL;
+    o->in = calloc(cnt * nn + 1, s);
+    o->out = calloc(cnt * nn + 1, s);
+    o->ex = calloc(cnt * nn + 1, s);
+    const void *sb = o->in;
+    void *rb = o->out;
+    o->outn = cnt;
+    switch (o->kind) {
+    case K_ALLREDUCE:
+        ref_fill(o->in, cnt, 0, o->dt, o->op, rank, salt);
+        ref_reduce(o->ex, cnt, 0, o->dt, o->op, n, salt);
+        if (o->inplace) {
+            memcpy(o->out, o->in, cnt * s);
+            sb = rb;
+        }
+        return rq ? rcoll_iallreduce(sb, rb, cnt, o->dt, o->op, c, NULL, rq)
+                  : rcoll_allreduce(sb, rb, cnt, o->dt, o->op, c, NULL);
+    case K_REDUCE:
+        ref_fill(o->in, cnt, 0, o->dt, o->op, rank, salt);
+        ref_reduce(o->ex, cnt, 0, o->dt, o->op, n, salt);
+        if (rank != o->root)
+            o->outn = 0;
+        return rq ? rcoll_ireduce(sb, rb, cnt, o->dt, o->op, o->root, c, NULL,
+                                  rq)
+                  : rcoll_reduce(sb, rb, cnt, o->dt, o->op, o->root, c, NULL);
+    case K_BCAST:
+        ref_fill(o->ex, cnt, 0, o->dt, RCOLL_SUM, o->root, salt);
+        if (rank == o->root)
+            ref_fill(o->in, cnt, 0, o->dt, RCOLL_SUM, o->root, salt);
+        if (o->inplace) { /* MPI_Bcast's shape: one buffer */
+            if (rank == o->root)
+                memcpy(o->out, o->in, cnt * s);
+            sb = rb;
+        }
+        return rq ? rcoll_ibroadcast(sb, rb, cnt, o->dt, o->root, c, NULL, rq)
+                  : rcoll_broadcast(sb, rb, cnt, o->dt, o->root, c, NULL);
+    case K_ALLGATHER:
+        ref_fill(o->in, cnt, (size_t)rank * cnt, o->dt, RCOLL_SUM, rank,
+                 salt);
+        for (int q = 0; q < n; q++)
+            ref_fill(o->ex + (size_t)q * cnt * s, cnt, (size_t)q * cnt, o->dt,
+                     RCOLL_SUM, q, salt);
+        o->outn = cnt * nn;
+        return rq ? rcoll_iallgather(sb, rb, cnt, o->dt, c, NULL, rq)
+                  : rcoll_allgather(sb, rb, cnt, o->dt, c, NULL);
+    case K_RS:
+        ref_fill(o->in, cnt * nn, 0, o->dt, o->op, rank, salt);
+        ref_reduce(o->ex, cnt, (size_t)rank * cnt, o->dt, o->op, n, salt);
+        return rq ? rcoll_ireduce_scatter(sb, rb, cnt, o->dt, o->op, c, NULL,
+                                          rq)
+                  : rcoll_reduce_scatter(sb, rb, cnt, o->dt, o->op, c, NULL);
+    case K_ALLTOALL:
+        /* block q of rank r's input: elements q * cnt... of r's values */
+        for (int q = 0; q < n; q++) {
+            ref_fill(o->in + (size_t)q * cnt * s, cnt, (size_t)q * cnt, o->dt,
+                     RCOLL_SUM, rank, salt);
+            ref_fill(o->ex + (size_t)q * cnt * s, cnt, (size_t)rank * cnt,
+                     o->dt, RCOLL_SUM, q, salt);
+        }
+        o->outn = cnt * nn;
+        return rq ? rcoll_ialltoall(sb, rb, cnt, o->dt, c, NULL, rq)
+                  : rcoll_alltoall(sb, rb, cnt, o->dt, c, NULL);
+    default:
+        o->outn = 0;
+        return rq ? rcoll_ibarrier(c, rq) : rcoll_barrier(c);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 300;
+    rcoll_comm_t c;
+    if (rcoll_comm_init_env(&c) != RCOLL_OK) {
+        printf("init: %s\n", rcoll_last_error());
+        return 1;
+    }
+    rcoll_comm_rank(c, &rank);
+    rcoll_comm_size(c, &n);
+    uint64_t all = 0x9e3779b97f4a7c15ull, mine = 0x2545f4914f6cdd1dull +
+                                                  (uint64_t)rank * 7919;
+    int nops = 0, nb_ops = 0;
+    for (int r = 0; r < rounds && !failures; r++) {
+        op_t q[MAXQ];
+        int nq = 1 + (int)(next(&all) % MAXQ);
+        for (int i = 0; i < nq; i++) {
+            op_t *o = &q[i];
+            memset(o, 0, sizeof(*o));
+            o->kind = (int)(next(&all) % K_N);
+            o->dt = dts[next(&all) % (sizeof(dts) / sizeof(dts[0]))];
+            o->op = ops[next(&all) % (sizeof(ops) / sizeof(ops[0]))];
+            if (o->dt == RCOLL_UINT8 && o->op == RCOLL_AVG)
+                o->op = RCOLL_SUM;
+            /* mostly small; one in 8 past any area limit */
+            o->count = next(&all) % 8 ? 1 + next(&all) % 300
+                                      : 4000 + next(&all) % 3000;
+            o->root = (int)(next(&all) % (uint64_t)n);
+            o->inplace = (int)(next(&all) % 3 == 0);
+            o->nb = (int)(next(&mine) % 2); /* each rank its own choice */
+            if (next(&mine) % 6 == 0)
+                usleep((useconds_t)(next(&mine) % 400));
+            rcoll_status_t st = post(c, o, r * 16 + i);
+            CHECK(st == RCOLL_OK, "round %d op %d (%s count %zu, %s): %s", r,
+                  i, kname[o->kind], o->count, o->nb ? "non-blocking" :
+                  "blocking", rcoll_last_error());
+            nops++;
+            nb_ops += o->nb;
+        }
+        /* completed in a random order */
+        for (int left = nq; left > 0; left--) {
+            int i = (int)(next(&mine) % (uint64_t)nq);
+            while (q[i].in == NULL)
+                i = (i + 1) % nq;
+            op_t *o = &q[i];
+            if (o->nb)
+                CHECK(rcoll_wait(o->req) == RCOLL_OK, "round %d op %d wait: %s",
+                      r, i, rcoll_last_error());
+            size_t wrong = ref_count_wrong(o->out, o->ex, o->outn, o->dt);
+            if (wrong) { /* the first wrong element, for the log */
+                size_t es = rcoll_datatype_size(o->dt), e = 0;
+                while (e < o->outn &&
+                       !memcmp(o->out + e * es, o->ex + e * es, es))
+                    e++;
+                printf("rank %d round %d op %d (%s, %zu in flight): first "
+                       "wrong element %zu of %zu\n", rank, r, i,
+                       o->nb ? "non-blocking" : "blocking", (size_t)nq, e,
+                       o->outn);
+            }
+            CHECK(wrong == 0, "round %d op %d: %s count %zu type %d op %d "
+                  "root %d%s: %zu elements wrong", r, i, kname[o->kind],
+                  o->count, (int)o->dt, (int)o->op, o->root,
+                  o->inplace ? " in place" : "", wrong);
+            free(o->in);
+            free(o->out);
+            free(o->ex);
+            o->in = NULL;
+        }
+    }
+    int64_t f = failures, tot = 0;
+    rcoll_allreduce(&f, &tot, 1, RCOLL_INT64, RCOLL_SUM, c, NULL);
+    printf("test_area: rank %d of %d: %d operations (%d non-blocking), %d "
+           "checks, %lld failures in all\n", rank, n, nops, nb_ops, checks,
+           (long long)tot);
+    CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "destroy");
+    return tot || failures ? 1 : 0;
+}
