@@ -4,9 +4,9 @@
  * message algorithms run between them), types, ops and roots, each rank
  * choosing by itself whether to call the blocking or the non-blocking form
  * (so the same operation runs inline on one rank and through the engine on
- * another), up to 8 in flight at once (so buffer k % 2 is wanted again
- * while a rank still reads it), and random delays on random ranks (so some
- * run ahead). Every result is checked bit for bit against tests/ref.h.
+ * another), up to 20 in flight at once (so a descriptor line, 16 of them,
+ * or a data buffer, 2, is wanted again while a rank still reads it), and
+ * random delays on random ranks (so some run ahead). Every result is checked bit for bit against tests/ref.h.
  * Run under rcoll-run. usage: test_area [ROUNDS] */
 #include "ref.h"
 #include <stdint.h>
@@ -25,7 +25,7 @@ static const char *const kname[] = {"allreduce", "broadcast", "allgather",
                                     "reduce_scatter", "reduce", "alltoall",
                                     "barrier"};
 
-#define MAXQ 8
+#define MAXQ 20
 
 typedef struct {
     int kind, root, nb, inplace;
@@ -145,8 +145,11 @@ int main(int argc, char **argv)
             o->op = ops[next(&all) % (sizeof(ops) / sizeof(ops[0]))];
             if (o->dt == RCOLL_UINT8 && o->op == RCOLL_AVG)
                 o->op = RCOLL_SUM;
-            /* mostly small; one in 8 past any area limit */
-            o->count = next(&all) % 8 ? 1 + next(&all) % 300
+            /* a third tiny (inside the descriptor line), most small, one
+             * in 8 past any area limit */
+            uint64_t z = next(&all) % 24;
+            o->count = z < 8 ? 1 + next(&all) % 6
+                             : z < 21 ? 1 + next(&all) % 300
                                       : 4000 + next(&all) % 3000;
             o->root = (int)(next(&all) % (uint64_t)n);
             o->inplace = (int)(next(&all) % 3 == 0);

@@ -3,17 +3,20 @@
  *
  * Each rank's shared-memory segment holds an area (transport op area()):
  * a line of two counters, `posted` and `done`, written by the owner only,
- * then two buffers, each a descriptor line and RCOLL_SHM_AREA bytes of
- * data. Operation k of the area (every rank numbers them alike: collectives
- * are posted in the same order everywhere, and whether one takes the area
- * depends only on its arguments) uses buffer k % 2:
+ * RCOLL_AREA_NDESC slots of 1 KiB and two data buffers of RCOLL_SHM_AREA
+ * bytes. Operation k of the area (every rank numbers them alike:
+ * collectives are posted in the same order everywhere, and whether one
+ * takes the area depends only on its arguments) uses slot k % NDESC: a
+ * descriptor line, with the input right after it when it fits (up to
+ * 984 bytes), else in the next data buffer in turn (area_assign):
  *
  *   1. publish: a rank whose input someone reads (all of them, except
- *      broadcast, where only the root's is read) waits until every rank has
- *      finished operation k - 2 (their `done`: nobody still reads the
- *      buffer), copies its input and the call's descriptor into the buffer
- *      and stores posted = k (release);
- *   2. consume: it waits for the `posted` of the ranks whose input it needs,
+ *      broadcast, where only the root's is read) waits until every rank,
+ *      itself included, has finished the operation that used the line or
+ *      buffer before (their `done`: nobody still reads it), copies its
+ *      input and the call's descriptor in and stores the line's seq = k
+ *      (release);
+ *   2. consume: it waits for the seq of the ranks whose input it needs,
  *      checks their descriptors against its own call (a mismatch is
  *      RCOLL_ERR_MISMATCH, naming both), and computes its output straight
  *      from their buffers: reductions in rank order, so that every rank
@@ -21,11 +24,12 @@
  *   3. finish: done = k, in order.
  *
  * One round: no message, no slot, no credit; a rank is done as soon as the
- * inputs it needs are there. A counter store wakes peers asleep in the
- * transport's wait(), which watches the counters. The engine drives this
- * like any schedule (coll_sched_progress), so it runs beside every other
- * operation in flight; core/comm.c also runs a blocking call straight from
- * the caller when nothing else is in flight. */
+ * inputs it needs are there, and a broadcast root may run 16 calls ahead
+ * of its readers. A counter store wakes peers asleep in the transport's
+ * wait(), which watches the counters. The engine drives this like any
+ * schedule (coll_sched_progress), so it runs beside every other operation
+ * in flight; core/comm.c also runs a blocking call straight from the
+ * caller when nothing else is in flight. */
 #include "coll/sched.h"
 #include "util/params.h"
 #include <stdlib.h>
@@ -33,18 +37,18 @@
 
 #define AREA_CL 64
 
-/* A buffer's first line: the call, and its seq, stored last (release):
- * the flag a reader polls. Up to AREA_INLINE bytes of input ride in the
- * line itself, so a small call costs a reader one cache line. */
+/* A slot: the call, and its seq, stored last (release): the flag a
+ * reader polls; then up to AREA_INLINE bytes of input, so an input of 24
+ * bytes or less costs a reader one cache line. */
 typedef struct {
     uint64_t seq;
     uint64_t count;
     uint32_t kind, dt, op;
     int32_t root;
     uint64_t done;          /* the writer's `done` when it wrote this */
-    char data[24];
+    char data[];            /* an input that fits the slot */
 } area_desc_t;
-#define AREA_INLINE sizeof(((area_desc_t *)0)->data)
+#define AREA_INLINE (RCOLL_AREA_SLOT - sizeof(area_desc_t))
 
 struct coll_area {
     int n, rank;
@@ -54,6 +58,9 @@ struct coll_area {
     uint64_t published;     /* operations past step 1 here, in order */
     uint64_t finished;      /* operations finished here, in order */
     uint64_t *seen_done;    /* by rank: its `done`, as last read */
+    uint64_t dseq;          /* operations whose input needed a data buffer */
+    uint64_t dlast[2];      /* by data buffer: the operation that used it
+                               last */
     const rcoll_tl_ops_t *tl;
     rcoll_tl_ctx_t *ctx;
     int wake_pending;       /* posted without waking sleepers yet */
@@ -66,14 +73,16 @@ static inline rcoll_area_ctl_t *area_ctl(const coll_area_t *a, int r)
 static inline area_desc_t *area_desc(const coll_area_t *a, int r, uint64_t k)
 {
     return (area_desc_t *)(a->base[r] + AREA_CL +
-                           (size_t)(k & 1) * (AREA_CL + a->data));
+                           (size_t)(k % RCOLL_AREA_NDESC) * RCOLL_AREA_SLOT);
 }
-/* where rank r's input of operation k lies: `in` bytes in all */
-static inline char *area_data(const coll_area_t *a, int r, uint64_t k,
-                              size_t in)
+/* where rank r's input of the operation lies */
+static inline char *area_data(const coll_area_t *a, int r,
+                              const coll_sched_t *s)
 {
-    area_desc_t *d = area_desc(a, r, k);
-    return in <= AREA_INLINE ? d->data : (char *)d + AREA_CL;
+    if (s->adbuf < 0)
+        return area_desc(a, r, s->aseq)->data;
+    return a->base[r] + AREA_CL + RCOLL_AREA_SLOT * RCOLL_AREA_NDESC +
+           (size_t)s->adbuf * a->data;
 }
 
 coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
@@ -92,14 +101,15 @@ coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
     for (int r = 0; r < n; r++) {
         size_t len = 0;
         if (!(a->base[r] = tl->area(ctx, r, &len)) ||
-            len < RCOLL_AREA_LEN(AREA_CL))
+            len < RCOLL_AREA_LEN(AREA_CL) || (size_t)a->base[r] % AREA_CL)
             goto none; /* every rank sees the same: all take the area or
                           none does */
         if (len < min)
             min = len;
     }
     /* the smallest area of all, so every rank computes the same size */
-    a->data = ((min - AREA_CL) / 2 - AREA_CL) & ~(size_t)(AREA_CL - 1);
+    a->data = ((min - AREA_CL - RCOLL_AREA_SLOT * RCOLL_AREA_NDESC) / 2) &
+              ~(size_t)(AREA_CL - 1);
     a->n = n;
     a->rank = rank;
     a->tl = tl;
@@ -184,12 +194,31 @@ rcoll_status_t coll_area_build(coll_sched_t *s, const coll_env_t *e)
                                      "shared memory, or RCOLL_SHM_AREA=0"
                                    : "its input exceeds RCOLL_SHM_AREA_MAX "
                                      "or RCOLL_SHM_AREA");
+    s->nsteps = 0;
+    return coll_area_start(s, e);
+}
+
+/* The operation's number, descriptor line and data buffer, in posting
+ * order: every rank gives the same to the same call. */
+static void area_assign(coll_sched_t *s, coll_area_t *a)
+{
+    uint64_t k = ++a->seq;
+    s->aseq = k;
+    s->ain = area_in_bytes(s, a->n);
+    /* reusable once every rank (this one too) has finished the operation
+     * that used them before: the line's, NDESC earlier, and the data
+     * buffer's */
+    s->aneed = k > RCOLL_AREA_NDESC ? k - RCOLL_AREA_NDESC : 0;
+    s->adbuf = -1;
+    if (s->ain > AREA_INLINE) {
+        s->adbuf = (int)(a->dseq++ & 1);
+        if (a->dlast[s->adbuf] > s->aneed)
+            s->aneed = a->dlast[s->adbuf];
+        a->dlast[s->adbuf] = k;
+    }
     s->area = 1;
-    s->aseq = ++a->seq;
     s->aphase = 0;
     s->anext = 0;
-    s->nsteps = 0;
-    return RCOLL_OK;
 }
 
 rcoll_status_t coll_area_start(coll_sched_t *s, const coll_env_t *e)
@@ -197,10 +226,7 @@ rcoll_status_t coll_area_start(coll_sched_t *s, const coll_env_t *e)
     s->algo = "shared";
     s->md = e->md;
     s->reduce = s->md->reduce_get(s->dt, s->op);
-    s->area = 1;
-    s->aseq = ++e->area->seq;
-    s->aphase = 0;
-    s->anext = 0;
+    area_assign(s, e->area);
     return RCOLL_OK;
 }
 
@@ -235,12 +261,12 @@ static rcoll_status_t area_check(const coll_sched_t *s, const coll_env_t *e,
 /* out = in(0) op in(1) ... op in(n-1), each at offset `off` of its rank's
  * buffer: rank order, as coll_allreduce_flat */
 static void area_reduce(coll_sched_t *s, const coll_area_t *a, char *out,
-                        size_t in, size_t off, size_t count)
+                        size_t off, size_t count)
 {
     size_t bytes = count * rcoll_datatype_size(s->dt);
-    s->md->copy(out, area_data(a, 0, s->aseq, in) + off, bytes);
+    s->md->copy(out, area_data(a, 0, s) + off, bytes);
     for (int j = 1; j < a->n; j++)
-        s->reduce(out, out, area_data(a, j, s->aseq, in) + off, count);
+        s->reduce(out, out, area_data(a, j, s) + off, count);
     if (s->op == RCOLL_AVG)
         s->md->reduce_avg_scale(s->dt, out, out, count, a->n);
 }
@@ -262,22 +288,23 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
             return RCOLL_INPROGRESS;
         }
         int contributes = s->kind != COLL_BROADCAST || me == s->root;
-        /* this rank reads its own buffer too: operation k - 2 must be
-         * over here as well (the peers' `done` says nothing of it) */
-        if (contributes && k > 2 && a->finished < k - 2) {
+        /* its line and data buffer: free once every rank, this one
+         * included (it reads its own input too), has finished the
+         * operation that used them before (s->aneed) */
+        uint64_t need = s->aneed;
+        if (contributes && need && a->finished < need) {
             s->waiting_for = "an earlier shared-area operation of this rank";
             s->waiting_peer = -1;
             return RCOLL_INPROGRESS;
         }
-        if (contributes && k > 2) {
-            /* nobody may still read buffer k % 2 (operation k - 2) */
+        if (contributes && need) {
             for (; s->anext < n; s->anext++) {
                 int j = s->anext;
-                if (j == me || a->seen_done[j] >= k - 2)
+                if (j == me || a->seen_done[j] >= need)
                     continue;
                 a->seen_done[j] = __atomic_load_n(&area_ctl(a, j)->done,
                                                   __ATOMIC_ACQUIRE);
-                if (a->seen_done[j] < k - 2) {
+                if (a->seen_done[j] < need) {
                     s->waiting_for = "the shared area's buffer (still read "
                                      "by)";
                     s->waiting_peer = j;
@@ -287,9 +314,8 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
         }
         if (contributes) {
             area_desc_t *d = area_desc(a, me, k);
-            size_t in = area_in_bytes(s, n);
-            if (in)
-                s->md->copy(area_data(a, me, k, in), s->sendbuf, in);
+            if (s->ain)
+                s->md->copy(area_data(a, me, s), s->sendbuf, s->ain);
             d->count = s->count;
             d->kind = (uint32_t)s->kind;
             d->dt = (uint32_t)s->dt;
@@ -322,7 +348,7 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
         for (; s->anext < hi; s->anext++) {
             int j = s->anext;
             area_desc_t *d = area_desc(a, j, k);
-            /* the buffer holds operation k - 2 (or nothing) until j
+            /* the line holds an earlier operation (or nothing) until j
              * writes k: it cannot get further before we finish k */
             if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != k) {
                 s->waiting_for = "the shared-area input of";
@@ -336,35 +362,34 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
             if ((st = area_check(s, e, j, d)) != RCOLL_OK)
                 return st;
         }
-        size_t in = area_in_bytes(s, n);
         char *out = s->recvbuf;
         switch (s->kind) {
         case COLL_ALLREDUCE:
-            area_reduce(s, a, out, in, 0, s->count);
+            area_reduce(s, a, out, 0, s->count);
             break;
         case COLL_REDUCE:
             if (me == s->root)
-                area_reduce(s, a, out, in, 0, s->count);
+                area_reduce(s, a, out, 0, s->count);
             break;
         case COLL_REDUCE_SCATTER:
-            area_reduce(s, a, out, in, (size_t)me * bytes, s->count);
+            area_reduce(s, a, out, (size_t)me * bytes, s->count);
             break;
         case COLL_ALLGATHER:
             for (int j = 0; j < n; j++)
-                s->md->copy(out + (size_t)j * bytes, area_data(a, j, k, in),
+                s->md->copy(out + (size_t)j * bytes, area_data(a, j, s),
                             bytes);
             break;
         case COLL_ALLTOALL:
             for (int j = 0; j < n; j++)
                 s->md->copy(out + (size_t)j * bytes,
-                            area_data(a, j, k, in) + (size_t)me * bytes,
+                            area_data(a, j, s) + (size_t)me * bytes,
                             bytes);
             break;
         case COLL_BROADCAST:
             if (me == s->root)
                 coll_copy_in(s);
             else
-                s->md->copy(out, area_data(a, s->root, k, in), bytes);
+                s->md->copy(out, area_data(a, s->root, s), bytes);
             break;
         default:
             break;

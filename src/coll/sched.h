@@ -190,6 +190,10 @@ typedef struct coll_sched {
     int aphase;             /* 0 publish, 1 consume, 2 finish */
     int anext;              /* the next rank to look at */
     uint64_t aseq;          /* the area's operation number */
+    uint64_t aneed;         /* its line and buffer are free once every
+                               rank has finished this operation */
+    size_t ain;             /* bytes of input a rank publishes */
+    int adbuf;              /* its data buffer (0, 1), -1: in the line */
 } coll_sched_t;
 
 rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step);

@@ -172,10 +172,16 @@ typedef struct rcoll_tl_ops {
     void (*area_wake)(rcoll_tl_ctx_t *ctx);
 } rcoll_tl_ops_t;
 
-/* A shared area's length for two buffers of `data` bytes: the counters'
- * line, then per buffer a descriptor line and the data. */
-#define RCOLL_AREA_LEN(data) \
-    (64 + 2 * (64 + (((size_t)(data) + 63) & ~(size_t)63)))
+/* A shared area's length for two data buffers of `data` bytes: the
+ * counters' line, RCOLL_AREA_NDESC slots of RCOLL_AREA_SLOT bytes
+ * (operation k uses slot k mod NDESC: its descriptor, and its input when
+ * that fits; so small calls may run that far ahead), then the two
+ * buffers. */
+#define RCOLL_AREA_NDESC 16
+#define RCOLL_AREA_SLOT 1024
+#define RCOLL_AREA_LEN(data)                                               \
+    (64 + RCOLL_AREA_SLOT * RCOLL_AREA_NDESC +                             \
+     2 * (((size_t)(data) + 63) & ~(size_t)63))
 /* The first cache line of a shared area (transport op area()). */
 typedef struct {
     uint64_t posted;    /* the last operation whose input is published */
