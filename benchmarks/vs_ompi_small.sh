@@ -1,0 +1,37 @@
+#!/bin/sh
+# Small messages, rcoll (shm) against Open MPI (vader + tuned) on this host:
+# 2 and 4 ranks, all-reduce, all-gather, broadcast (in place for both),
+# reduce-scatter, all-to-all, 8 B - 32 KiB. Interleaved (each library once
+# per round, R rounds, default 5), both time-targeted (-T 0.1 -R 3 for
+# rcoll-perf, the same for benchmarks/mpi_ref_perf.c), medians of the
+# rounds. Prints a markdown table. Needs a build in ./build and mpicc.
+# usage: R=5 sh benchmarks/vs_ompi_small.sh
+R=${R:-5}
+B=$(pwd)/build
+tmp=$(mktemp -d)
+mpicc -O2 -o "$tmp/mpi_ref_perf" benchmarks/mpi_ref_perf.c || exit 1
+out=$tmp/raw; : > $out
+root=""; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+for r in $(seq 1 $R); do
+ for N in 2 4; do
+  for C in allreduce allgather broadcast reduce_scatter alltoall; do
+   col=6; [ $C = broadcast ] && col=10
+   RCOLL_TRANSPORTS=shm $B/tools/rcoll-run -n $N $B/benchmarks/rcoll-perf $C -b 8 -e 65536 -f 4 -T 0.1 -R 3 -c 0 2>/dev/null | awk -v t=rcoll -v n=$N -v c=$C -v col=$col '$1 ~ /^[0-9]+$/ {print t, n, c, $1, $col}' >> $out
+   mpirun $root --oversubscribe -n $N "$tmp/mpi_ref_perf" $C 8 65536 4 0 5 0.1 3 2>/dev/null | awk -v n=$N -v c=$C '$1 ~ /^[0-9]+$/ {print "ompi", n, c, $1, $2}' >> $out
+  done
+ done
+done
+python3 - "$out" <<'PY'
+import statistics as S, collections, sys
+d=collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    t,n,c,sz,v=l.split(); d[(t,int(n),c,int(sz))].append(float(v))
+keys=sorted({k[1:] for k in d})
+print("| ranks | collective | size (B) | rcoll (us) | Open MPI (us) | Open MPI / rcoll |")
+print("|---:|---|---:|---:|---:|---:|")
+for n,c,sz in keys:
+    a=d.get(('rcoll',n,c,sz)); b=d.get(('ompi',n,c,sz))
+    if not a or not b or sz < 8 * n: continue
+    ma,mb=S.median(a),S.median(b)
+    print("| %d | %s | %d | %.2f | %.2f | %.2f |"%(n,c,sz,ma,mb,mb/ma))
+PY
