@@ -38,8 +38,9 @@ static void comm_set_error_locked(struct rcoll_comm *c, rcoll_status_t st,
 {
     if (c->error != RCOLL_OK)
         return;
-    c->error = st;
     snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
+    /* atomic: a blocking call run inline reads it without the lock */
+    __atomic_store_n(&c->error, st, __ATOMIC_RELEASE);
     rcoll_warn("rank %d: communicator failed: %s", c->rank, msg);
 }
 
