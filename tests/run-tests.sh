@@ -168,6 +168,10 @@ for tl in shm tcp; do
         t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s
     done
 done
+# about one run in three failed before the inline path's last look
+t "fail: late_abort x20, shm (a finished barrier survives a peer's abort right after it)" 90 sh -c \
+    "for i in \$(seq 1 20); do RCOLL_TRANSPORTS=shm '$B/tests/test_fail' late_abort > '$LOGDIR/late_abort.out' 2>&1 || { cat '$LOGDIR/late_abort.out'; exit 1; }; done"
+t "fail: late_abort, tcp" 90 env RCOLL_TRANSPORTS=tcp "$B/tests/test_fail" late_abort
 t "fail: abort_race, 1000 trials: calls racing an abort from another thread" 120 \
     "$B/tests/test_fail" abort_race 1000
 t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"

@@ -19,6 +19,15 @@
  *             otherwise; a handler of the program's own is kept.
  *   mismatch  rank 0 passes a different count: RCOLL_ERR_MISMATCH naming
  *             both ranks on the neighbours, an error (not a hang) elsewhere.
+ *   late_abort  ranks 0-2 wait in a barrier (shm: the shared area, run in
+ *             the caller's thread); rank 3 joins it 30 ms later and aborts
+ *             the communicator as soon as its own barrier returns. Every
+ *             rank had arrived before the abort, so every barrier returns
+ *             OK; the next call fails naming rank 3. (The first version of
+ *             the inline path failed a waiting rank's finished barrier
+ *             when the abort was seen before the peer's arrival: CI saw it
+ *             once as a mismatch test whose ranks 1 and 3 failed their
+ *             first barrier.)
  *   inflight  (RCOLL_TIMEOUT=2, eager 64 MiB sends in 16 MiB chunks; shm:
  *             single copy from 4 KiB) rank 0's isend to rank 1 times out
  *             while its chunks are still in the transport (read in place
@@ -43,8 +52,9 @@
  *             race: tests/run-tests.sh's sanitizer jobs).
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
- * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|sigpipe|
- *                  inflight|inplace|abort_race [TRIALS]|loop */
+ * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|
+ *                  late_abort|sigpipe|inflight|inplace|abort_race [TRIALS]|
+ *                  loop */
 #include <rcoll.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -116,8 +126,10 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         printf("rank %d: init: %s\n", rank, rcoll_last_error());
         return 1;
     }
-    if (rcoll_barrier(c) != RCOLL_OK)
+    if (rcoll_barrier(c) != RCOLL_OK) {
+        printf("rank %d: first barrier: %s\n", rank, rcoll_last_error());
         return 1;
+    }
     if (!strcmp(scn, "kill")) {
         if (rank == 2) {
             float *a = calloc(1 << 22, 4), *b = calloc(1 << 22, 4);
@@ -330,6 +342,27 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         }
         rcoll_comm_destroy(c);
         free((char *)buf);
+        return ok ? 0 : 2;
+    }
+    if (!strcmp(scn, "late_abort")) {
+        if (rank == 3)
+            usleep(30 * 1000);
+        st = rcoll_barrier(c);
+        int ok = st == RCOLL_OK;
+        if (!ok)
+            printf("rank %d: barrier: %s: %s\n", rank,
+                   rcoll_status_string(st), rcoll_last_error());
+        if (rank == 3) {
+            rcoll_comm_abort(c);
+        } else if (ok) {
+            float x = 1, y;
+            st = rcoll_allreduce(&x, &y, 1, RCOLL_FLOAT32, RCOLL_SUM, c, NULL);
+            ok = st == RCOLL_ERR_REMOTE && names(rcoll_last_error(), 3);
+            if (!ok)
+                printf("rank %d: allreduce after the abort: %s: %s\n", rank,
+                       rcoll_status_string(st), rcoll_last_error());
+        }
+        rcoll_comm_destroy(c);
         return ok ? 0 : 2;
     }
     if (!strcmp(scn, "mismatch")) {

@@ -1539,8 +1539,14 @@ rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
             clock = 1;
         }
         engine_turn(c, &spin_until, 100, 100);
-        if ((st = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE)) != RCOLL_OK)
+        if ((st = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE)) != RCOLL_OK) {
+            /* one more look, as the engine gives its running requests: a
+             * peer that finished this call and then failed (a mismatch in
+             * its next one) published its part before it said so */
+            if (coll_sched_progress(s, &c->env, &moved) == RCOLL_OK)
+                st = RCOLL_OK;
             break;
+        }
         if (inline_timeout(c, s, rcoll_time_sec())) {
             st = RCOLL_ERR_TIMEOUT;
             break;
