@@ -3,8 +3,9 @@
  * released in the same order; its sender holds one credit per slot it may
  * fill; a released slot is owed back as a credit, which rides on the next
  * message the other way, or goes alone once half the slots are owed (or
- * when the engine idles, the transport's idle hook), so that a sender
- * never waits for credits its receiver sits on.
+ * when the engine idles, the transport's idle hook, if the sender may
+ * have no credit left: rcoll_slots_full), so that a sender never waits
+ * for credits its receiver sits on.
  *
  * TCP keeps one of these per socket, ib one per queue pair. Shared memory
  * keeps the same ring in the shared segment as two counters (head written
@@ -52,6 +53,13 @@ static inline int rcoll_slots_at(const rcoll_slots_t *s, int i)
 static inline int rcoll_slots_half(int owed, int n)
 {
     return 2 * owed >= n;
+}
+
+/* 1 if every slot has arrived or is owed: the sender may have no credit
+ * left, so an idle receiver must hand the owed ones back now. */
+static inline int rcoll_slots_full(const rcoll_slots_t *s)
+{
+    return s->owed > 0 && s->owed + s->count >= s->n;
 }
 
 /* Releases the oldest message; 1 if the credits owed should go now. */

@@ -23,6 +23,12 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 #define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
 #define TCP_NPLACE 8 /* receives in place per peer at a time */
+/* Reads go through a small staging buffer per socket (allocated on first
+ * read): one recv brings a header with its payload, often several small
+ * messages; a payload part of TCP_RX_DIRECT bytes or more still missing
+ * is read straight into its slot or place (no second copy). */
+#define TCP_RX_STAGE (16u << 10)
+#define TCP_RX_DIRECT (4u << 10)
 
 typedef struct {
     uint32_t type;
@@ -52,6 +58,8 @@ typedef struct {
     rcoll_msg_hdr_t *slot_hdr;
     rcoll_slots_t sl;         /* the slot/credit state, both ways */
     tcp_wire_t rx_wire;
+    char *rb;                 /* staging: bytes read, not yet taken */
+    size_t rb_head, rb_tail;  /* [head, tail) of rb holds them */
     size_t rx_off;            /* bytes of the current wire header read */
     size_t rx_poff;           /* payload bytes read */
     int rx_in_payload;
@@ -445,23 +453,60 @@ static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     }
 }
 
+/* Takes up to `len` staged bytes into `dst`; returns how many. */
+static size_t tcp_take(tcp_sock_t *s, void *dst, size_t len)
+{
+    size_t n = RCOLL_MIN(len, s->rb_tail - s->rb_head);
+    memcpy(dst, s->rb + s->rb_head, n);
+    s->rb_head += n;
+    if (s->rb_head == s->rb_tail)
+        s->rb_head = s->rb_tail = 0;
+    return n;
+}
+
+/* One recv into the staging buffer: > 0 bytes read, 0 nothing there, -1
+ * the link failed. *drained is set when the socket gave less than asked
+ * (it is empty now: the next bytes raise an epoll event). */
+static ssize_t tcp_fill(tcp_sock_t *s, const char *eof, int *drained)
+{
+    if (!s->rb && !(s->rb = malloc(TCP_RX_STAGE))) {
+        tcp_ep_fail(s->ep, "out of memory for a receive buffer", ENOMEM);
+        return -1;
+    }
+    if (s->rb_head > 0) { /* a partial header or payload: to the front */
+        memmove(s->rb, s->rb + s->rb_head, s->rb_tail - s->rb_head);
+        s->rb_tail -= s->rb_head;
+        s->rb_head = 0;
+    }
+    size_t want = TCP_RX_STAGE - s->rb_tail;
+    ssize_t r = tcp_recv(s, s->rb + s->rb_tail, want, eof);
+    if (r > 0) {
+        s->rb_tail += (size_t)r;
+        *drained = (size_t)r < want;
+    }
+    return r;
+}
+
 static void tcp_sock_read(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
     size_t cs = ep->ctx->p.chunk_size;
+    int drained = 0;
+    static const char *eof_hdr = "the connection closed without goodbye "
+                                 "(process died or was killed?)";
+    static const char *eof_pay = "the connection closed in the middle of a "
+                                 "message (process died or was killed?)";
     for (;;) {
         if (s->closed)
             return;
         if (!s->rx_in_payload) {
-            ssize_t r = tcp_recv(s, (char *)&s->rx_wire + s->rx_off,
-                                 sizeof(tcp_wire_t) - s->rx_off,
-                                 "the connection closed without goodbye "
-                                 "(process died or was killed?)");
-            if (r <= 0)
-                return;
-            s->rx_off += (size_t)r;
-            if (s->rx_off < sizeof(tcp_wire_t))
+            s->rx_off += tcp_take(s, (char *)&s->rx_wire + s->rx_off,
+                                  sizeof(tcp_wire_t) - s->rx_off);
+            if (s->rx_off < sizeof(tcp_wire_t)) {
+                if (drained || tcp_fill(s, eof_hdr, &drained) <= 0)
+                    return;
                 continue;
+            }
             s->rx_off = 0;
             int k = tcp_handle_wire(s);
             if (k < 0)
@@ -471,9 +516,11 @@ static void tcp_sock_read(tcp_sock_t *s)
             if (k == 2) {
                 /* an abort's reason: short, read it right here */
                 size_t len = s->rx_wire.hdr.len;
+                size_t got = tcp_take(s, ep->abort_reason, len);
                 double dl = rcoll_time_sec() + 1.0;
-                if (rcoll_sock_recv_all(s->fd, ep->abort_reason, len, dl) ==
-                    RCOLL_OK)
+                if (got == len ||
+                    rcoll_sock_recv_all(s->fd, ep->abort_reason + got,
+                                        len - got, dl) == RCOLL_OK)
                     ep->abort_reason[len] = '\0';
                 else
                     ep->abort_reason[0] = '\0';
@@ -501,17 +548,26 @@ static void tcp_sock_read(tcp_sock_t *s)
         }
         int slot = rcoll_slots_next(&s->sl);
         size_t len = s->rx_wire.hdr.len;
-        ssize_t r = tcp_recv(s, s->slot_pay[slot] + s->rx_poff,
-                             len - s->rx_poff,
-                             "the connection closed in the middle of a "
-                             "message (process died or was killed?)");
-        if (r <= 0)
-            return;
-        s->rx_poff += (size_t)r;
-        if (s->rx_poff == len) {
-            s->rx_in_payload = 0;
-            rcoll_slots_arrived(&s->sl);
+        char *dst = s->slot_pay[slot];
+        s->rx_poff += tcp_take(s, dst + s->rx_poff, len - s->rx_poff);
+        if (s->rx_poff < len) {
+            if (drained)
+                return;
+            size_t need = len - s->rx_poff;
+            if (need >= TCP_RX_DIRECT) { /* the rest straight into place */
+                ssize_t r = tcp_recv(s, dst + s->rx_poff, need, eof_pay);
+                if (r <= 0)
+                    return;
+                s->rx_poff += (size_t)r;
+                drained = (size_t)r < need;
+            } else if (tcp_fill(s, eof_pay, &drained) <= 0) {
+                return;
+            }
+            if (s->rx_poff < len)
+                continue;
         }
+        s->rx_in_payload = 0;
+        rcoll_slots_arrived(&s->sl);
     }
 }
 
@@ -555,20 +611,28 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
      * (tcp_idle): a message alone costs a system call on each side, and
      * in a request-response pattern the next message comes soon. The
      * engine calls tcp_idle before it waits, so a peer never waits for
-     * credits that we sit on. */
+     * credits that we sit on while it has none. */
     if (half && s->txq_count == 0 && !s->bye && !s->closed)
         tcp_sock_write(s);
 }
 
-/* The engine has nothing to do: hand back every credit we owe. */
+/* The engine has nothing to do: hand back the credits we owe to a sender
+ * that may have none left (every slot arrived or owed). A sender with a
+ * credit left is not stuck on us: when it spends its last one, that
+ * message wakes us, and our next idle turn finds every slot taken. Until
+ * then the credits wait for a message of ours to ride on, or for half the
+ * slots (tcp_recv_release): a stream of small messages one way (a
+ * broadcast's) no longer costs a credit message back per message, which
+ * was a system call on each side and a segment for the root's stack to
+ * take (2-rank 32-byte broadcast over loopback: 10 -> 7 us). */
 static int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nsocks; k++) {
             tcp_sock_t *s = &ep->socks[k];
-            if (s->sl.owed > 0 && s->txq_count == 0 && !s->closed &&
-                !s->bye)
+            if (rcoll_slots_full(&s->sl) && s->txq_count == 0 &&
+                !s->closed && !s->bye)
                 tcp_sock_write(s);
         }
     }
@@ -590,6 +654,7 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks, int nslots)
         free(s->slot_pay);
         free(s->slot_hdr);
         free(s->txq);
+        free(s->rb);
     }
     free(ep->socks);
     free(ep);
