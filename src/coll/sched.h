@@ -303,6 +303,8 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
+                                           const coll_env_t *e);
 rcoll_status_t coll_reduce_scatter_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);

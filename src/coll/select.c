@@ -38,6 +38,8 @@ const coll_algo_t coll_algos[] = {
     {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, "pipelined ring"},
     {COLL_REDUCE_SCATTER, "tree", coll_reduce_scatter_tree,
      "binomial-tree reduce to rank 0, then scatter (small blocks)"},
+    {COLL_REDUCE_SCATTER, "halving", coll_reduce_scatter_halving,
+     "recursive halving, log2 rounds (small blocks)"},
     {COLL_REDUCE_SCATTER, "hierarchical", coll_reduce_scatter_hier,
      "a ring of block groups inside each host, then one network ring per "
      "local rank (several hosts with as many ranks each)"},

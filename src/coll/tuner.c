@@ -232,6 +232,16 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
             double mv = L * S / m.b, rd = S / m.g;
             t = (L - 1) * H * step_ovl(&ml, S, c, 1) +
                 (H - 1) * (k * m.a + (mv > rd ? mv : rd));
+        } else if (!strcmp(nm, "halving")) {
+            /* the input permuted into scratch and our block out of it,
+             * the extra ranks' whole input in and their block out, then
+             * log2(p) rounds of half the range still held, none
+             * overlapping the next */
+            t = (n + 1) * S / m.g +
+                m.extra * (step(&m, S * n, c, 1) + step(&m, S, c, 0));
+            for (double h = S * n / 2; h * m.p >= S * n * 0.99 && h > 0;
+                 h /= 2)
+                t += step(&m, h, c, 1);
         } else { /* tree: reduce everything to 0, then scatter */
             t = m.L * step(&m, S * n, c, 1) + (n - 1) * step(&m, S, c, 0);
         }
