@@ -156,7 +156,9 @@ static rcoll_status_t check(const call_t *a, rcoll_comm_t comm)
         if (st != RCOLL_OK)
             return st;
     }
-    if (a->count > SIZE_MAX / dts / mult || a->count * dts * mult > (SIZE_MAX >> 1))
+    size_t total; /* (no division: two of them cost ~20 ns per call) */
+    if (__builtin_mul_overflow(a->count, dts, &total) ||
+        __builtin_mul_overflow(total, mult, &total) || total > (SIZE_MAX >> 1))
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "%s: rank %d: count %zu of %s overflows the "
                                 "buffer size", a->fn, r, a->count,

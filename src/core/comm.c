@@ -468,12 +468,22 @@ static int live_lookup(struct rcoll_comm *c, int take)
     pthread_mutex_lock(&live_lock);
     for (struct rcoll_comm *x = live_head; x && !found; x = x->next_live)
         found = x == c;
-    if (found) {
-        pthread_mutex_lock(&c->lock);
-        found = !c->closed;
-        if (found && take)
-            c->refs++;
-        pthread_mutex_unlock(&c->lock);
+    /* without c->lock (two lock pairs less per blocking call): a
+     * communicator in the list is not freed while we hold live_lock
+     * (comm_free removes it first), and a reference is taken only while
+     * some other is still held: one that dropped to 0 is being freed */
+    if (found)
+        found = !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE);
+    if (found && take) {
+        int v = __atomic_load_n(&c->refs, __ATOMIC_RELAXED);
+        do {
+            if (v == 0) {
+                found = 0;
+                break;
+            }
+        } while (!__atomic_compare_exchange_n(&c->refs, &v, v + 1, 0,
+                                              __ATOMIC_ACQ_REL,
+                                              __ATOMIC_RELAXED));
     }
     pthread_mutex_unlock(&live_lock);
     return found;
@@ -491,9 +501,7 @@ int rcoll__comm_get(struct rcoll_comm *c)
 
 void rcoll__comm_ref(struct rcoll_comm *c)
 {
-    pthread_mutex_lock(&c->lock);
-    c->refs++;
-    pthread_mutex_unlock(&c->lock);
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
 }
 
 /* One communicator: its state and every posted operation with what it
@@ -695,10 +703,7 @@ static void comm_free(struct rcoll_comm *c)
 
 void rcoll__comm_release(struct rcoll_comm *c)
 {
-    pthread_mutex_lock(&c->lock);
-    int left = --c->refs;
-    pthread_mutex_unlock(&c->lock);
-    if (left == 0)
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
         comm_free(c);
 }
 
@@ -1245,7 +1250,7 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
                                 "or aborted by another call",
                                 abort ? "abort" : "destroy", (void *)c);
     }
-    c->closed = 1;
+    __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
     c->stop = 1;
     if (abort) {
         char msg[256];
@@ -1596,7 +1601,7 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
         r->sched.seq = ++c->coll_seq;
     r->sched.waiting_peer = -1;
     r->refs = 1;
-    c->refs++;
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
     r->next = NULL;
     r->prev = c->qtail;
     if (c->qtail)

@@ -72,9 +72,12 @@ struct rcoll_comm {
     struct rcoll_request **snap;  /* the engine's view of the queue for
                                      one turn (engine) */
     int snap_cap;
-    int refs;                     /* user handle + live requests */
+    int refs;                     /* atomic: user handle + live requests
+                                     + API calls in progress */
     int stop;
-    int closed;                   /* destroy/abort ran: no new posts */
+    int closed;                   /* destroy/abort ran: no new posts
+                                     (set under lock, read atomically by
+                                     live_lookup) */
     rcoll_status_t error;         /* sticky: the first failure */
     char errmsg[1024];
     struct rcoll_mem_reg *regs;   /* rcoll_comm_register, not yet undone */
