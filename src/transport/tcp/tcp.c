@@ -625,8 +625,10 @@ static void tcp_sock_read(tcp_sock_t *s)
                 ssize_t r = tcp_recv(s, dst + s->rx_poff, need, eof_pay);
                 if (r <= 0)
                     return;
+                /* (no drained hint here: a large transfer keeps
+                 * arriving while we read, and the next recv is cheaper
+                 * than a trip through epoll) */
                 s->rx_poff += (size_t)r;
-                drained = (size_t)r < need;
             } else if (tcp_fill(s, eof_pay, &drained) <= 0) {
                 return;
             }
