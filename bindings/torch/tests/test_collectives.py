@@ -437,6 +437,33 @@ def fam_alltoall_p2p(rank, world, gloo):
     for q in dist.batch_isend_irecv(ops):
         q.wait()
     same(r2, data(prv, n, torch.float32, 65), "batch_isend_irecv 16 MiB ring")
+    # an asynchronous collective must not hold up its caller: rank 0's
+    # async all-reduce is followed by a send that rank 1 waits for before
+    # it joins the all-reduce (run in the caller's thread, as a faster
+    # path for small calls might, it would deadlock)
+    x = data(rank, 3, torch.float32, 66)
+    got = x.clone()
+    if rank == 0:
+        w = dist.all_reduce(got, async_op=True)
+        dist.send(torch.tensor([3.0]), 1, tag=11)
+        w.wait()
+    elif rank == 1:
+        r = torch.zeros(1)
+        dist.recv(r, 0, tag=11)
+        dist.all_reduce(got)
+    else:
+        dist.all_reduce(got)
+    same(got, reference_reduce(x, R.SUM, world, gloo), "async all_reduce "
+         "before a send its peer waits for")
+    # a blocking small call after a queued asynchronous one waits its turn
+    # (the same order on every rank, or rcoll reports a mismatch)
+    big, small = data(rank, 1 << 18, torch.float32, 67), x.clone()
+    gb, gs = big.clone(), small.clone()
+    w = dist.all_reduce(gb, async_op=True)
+    dist.all_reduce(gs, op=R.MAX)
+    w.wait()
+    same(gb, reference_reduce(big, R.SUM, world, gloo), "queued async 1 MiB")
+    same(gs, reference_reduce(small, R.MAX, world, gloo), "blocking after it")
     dist.barrier()
 
 
