@@ -79,5 +79,6 @@ out:
     free(s.slot_pay);
     free(s.slot_hdr);
     free(s.txq);
+    free(s.rb); /* the staging buffer (tcp_fill) */
     return 0;
 }

@@ -457,6 +457,8 @@ static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 static size_t tcp_take(tcp_sock_t *s, void *dst, size_t len)
 {
     size_t n = RCOLL_MIN(len, s->rb_tail - s->rb_head);
+    if (n == 0) /* (rb may be NULL before the first read: no memcpy) */
+        return 0;
     memcpy(dst, s->rb + s->rb_head, n);
     s->rb_head += n;
     if (s->rb_head == s->rb_tail)
