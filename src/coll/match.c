@@ -244,6 +244,38 @@ rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
     }
 }
 
+/* The engine made no progress for a while. A peer whose messages fill our
+ * slots cannot send until we release one; if no operation takes them (they
+ * belong to a later step of a running operation, or to one not posted
+ * yet), it may be that peer's next send that the ranks we wait for wait
+ * for: a cycle through the credits that no operation sees (a hierarchical
+ * all-to-all's cursors did this). So everything queued from such a peer
+ * is set aside, as MPI moves what arrives to its unexpected queue, and its
+ * credits go back. Bounded like any setting aside: past
+ * RCOLL_UNEXPECTED_MAX the messages stay, and the deadline names the wait.
+ * Returns how many messages were set aside. */
+int coll_match_unblock(const coll_env_t *e)
+{
+    struct coll_match *m = e->match;
+    int n = 0;
+    for (int p = 0; m && p < e->nranks; p++) {
+        const rcoll_tl_ops_t *tl = e->tls[p];
+        if (p == e->rank || !tl || !tl->recv_full || !e->eps[p] ||
+            !tl->recv_full(e->eps[p]))
+            continue;
+        for (;;) {
+            const rcoll_msg_hdr_t *h;
+            const void *pl;
+            if (tl->recv_peek(e->eps[p], &h, &pl) != RCOLL_OK ||
+                m->bytes + h->len > m->max || set_aside(e, p, h, pl) !=
+                RCOLL_OK)
+                break;
+            n++;
+        }
+    }
+    return n;
+}
+
 void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u)
 {
     if (!u) {

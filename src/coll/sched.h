@@ -355,6 +355,9 @@ typedef struct coll_umsg {
  * RCOLL_OK: *h, *payload (NULL: still in the sender's memory, fetch with
  * the transport's recv_copy) and *u (non-NULL: set aside) are valid until
  * coll_rx_release; RCOLL_INPROGRESS: not here yet; an error otherwise. */
+/* A stalled engine sets aside what fills the slots of peers that may be
+ * out of credits: how many messages. */
+int coll_match_unblock(const coll_env_t *e);
 rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
                            const coll_env_t *e, int peer,
                            const rcoll_msg_hdr_t **h, const void **payload,

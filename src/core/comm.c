@@ -347,6 +347,11 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         ms = max_ms;
     if (!progressed) /* before any wait: nothing held back may block a peer */
         coll_area_flush(c->env.area);
+    /* past the spin: no peer may wait on slots that our messages hold */
+    if (!progressed && ms > 0 && coll_match_unblock(&c->env) > 0) {
+        ms = 0;
+        progressed = 1;
+    }
     if (!progressed)
         for (int i = 0; i < c->ntls; i++)
             if (c->tls[i]->idle && c->tls[i]->idle(c->tl_ctxs[i]) > 0) {

@@ -62,6 +62,13 @@ static inline int rcoll_slots_full(const rcoll_slots_t *s)
     return s->owed > 0 && s->owed + s->count >= s->n;
 }
 
+/* 1 if every slot is taken or owed and some message is unreleased: the
+ * sender may be stuck until one of them is released. */
+static inline int rcoll_slots_held(const rcoll_slots_t *s)
+{
+    return s->count > 0 && s->owed + s->count >= s->n;
+}
+
 /* Releases the oldest message; 1 if the credits owed should go now. */
 static inline int rcoll_slots_release(rcoll_slots_t *s)
 {

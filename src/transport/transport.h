@@ -113,6 +113,12 @@ typedef struct rcoll_tl_ops {
     rcoll_status_t (*recv_copy)(rcoll_tl_ep_t *ep, void *dst);
     /* Frees the slot of the message returned by recv_peek (a credit back). */
     void (*recv_release)(rcoll_tl_ep_t *ep);
+    /* Optional: 1 if this peer may be out of credits because messages of
+     * its are still unreleased in our slots (every slot of a link taken
+     * or owed). A stalled engine then sets those messages aside
+     * (coll_match_unblock), so that no operation waits on a sender that
+     * waits on slots held by messages nobody is asking for yet. */
+    int (*recv_full)(rcoll_tl_ep_t *ep);
     /* Polling work for transports without fds; may be NULL. Returns the
      * number of events handled. */
     int (*progress)(rcoll_tl_ctx_t *ctx);

@@ -142,6 +142,13 @@ placed() { # placed CMD...: CMD passes and some sender wrote in place
 # (receives in place from 64 KiB: RDMA into the receiver's buffer)
 check "siw: point to point (ring, halo, all-pairs, tags, groups, overlap), 4 ranks on 2 hosts over ib, receives in place" \
     placed hosts 4 29716 env RCOLL_TRANSPORTS=ib RCOLL_IB_PLACE_MIN=64K $info $B/tests/test_p2p -e 1048576
+# the same patterns at 2 and 8 ranks (1 and 4 per host) up to 64 KiB:
+# the 4-rank run above carries the large sizes
+p2p_2_8() {
+    hosts 2 29717 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 65536 &&
+        hosts 8 29718 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 65536
+}
+check "siw: point to point, 2 and 8 ranks on 2 hosts over ib, up to 64 KiB" p2p_2_8
 check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
     $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat \
         allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \

@@ -1039,6 +1039,15 @@ static void ib_recv_release(rcoll_tl_ep_t *tep)
         ib_send_credits(q);
 }
 
+static int ib_recv_full(rcoll_tl_ep_t *tep)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    for (int k = 0; k < ep->ctx->nqps; k++)
+        if (rcoll_slots_held(&ep->qps[k].sl))
+            return 1;
+    return 0;
+}
+
 /* ---- setup ---- */
 
 static rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
@@ -1979,6 +1988,7 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .send = ib_send,
     .recv_peek = ib_recv_peek,
     .recv_release = ib_recv_release,
+    .recv_full = ib_recv_full,
     .recv_place = ib_recv_place,
     .recv_unplace = ib_recv_unplace,
     .progress = ib_progress,

@@ -493,6 +493,16 @@ static void shm_recv_release(rcoll_tl_ep_t *tep)
     shm_ring_doorbell(ep->peer_hdr); /* a credit for a waiting sender */
 }
 
+/* The ring is full: its sender can post nothing until we release. */
+static int shm_recv_full(rcoll_tl_ep_t *tep)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    if (ep->rx_head_seen - ep->rx_tail < (uint64_t)ep->ctx->p.nslots &&
+        shm_head_load(ep) != 0)
+        return 0; /* (an abort: recv_peek reports it) */
+    return ep->rx_head_seen - ep->rx_tail >= (uint64_t)ep->ctx->p.nslots;
+}
+
 static int shm_progress(rcoll_tl_ctx_t *ctx)
 {
     int n = 0;
@@ -917,6 +927,7 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .recv_peek = shm_recv_peek,
     .recv_copy = shm_recv_copy,
     .recv_release = shm_recv_release,
+    .recv_full = shm_recv_full,
     .progress = shm_progress,
     .wait = shm_wait,
     .kick = shm_kick,

@@ -227,9 +227,10 @@ static void tcp_sock_write(tcp_sock_t *s)
         }
         tcp_txitem_t *it = &s->txq[s->txq_head];
         if (it->off == 0) {
-            /* the header is built when its first byte goes out */
-            it->wire.credits = (uint32_t)rcoll_slots_take_owed(&s->sl,
-                                                               INT32_MAX);
+            /* the header is built when its first byte goes out; a try
+             * that wrote nothing (EAGAIN) took credits already: add */
+            it->wire.credits += (uint32_t)rcoll_slots_take_owed(&s->sl,
+                                                                INT32_MAX);
         }
         struct iovec iov[2];
         int n = 0;
@@ -620,6 +621,15 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
         tcp_sock_write(s);
 }
 
+static int tcp_recv_full(rcoll_tl_ep_t *tep)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    for (int k = 0; k < ep->ctx->nsocks; k++)
+        if (rcoll_slots_held(&ep->socks[k].sl))
+            return 1;
+    return 0;
+}
+
 /* The engine has nothing to do: hand back the credits we owe to a sender
  * that may have none left (every slot arrived or owed). A sender with a
  * credit left is not stuck on us: when it spends its last one, that
@@ -966,6 +976,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .send = tcp_send,
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
+    .recv_full = tcp_recv_full,
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,
     .progress = NULL,
