@@ -3,9 +3,11 @@
 # by round, medians of the rounds and the ratio old/new of the time per
 # size (above 1: the new build is faster).
 # usage: benchmarks/ab.sh OLD_BUILDDIR NEW_BUILDDIR [ROUNDS] [NRANKS]
-#        (env COLLS="allreduce allgather broadcast", TRANSPORTS=shm)
+#        (env COLLS="allreduce allgather broadcast", TRANSPORTS=shm,
+#        RANGES="small mid large": which of the three size ranges below)
 # Iterations are chosen per size range so that a trial lasts >= 0.1 s
-# here: 8 B - 64 KiB -n 3000, 256 KiB - 4 MiB -n 200, 16 - 64 MiB -n 12.
+# here (the old build may predate rcoll-perf -T): 8 B - 4 KiB -n 60000,
+# 32 - 64 KiB -n 6000, 256 KiB -n 2000, 2 - 4 MiB -n 200, 16 - 64 MiB -n 12.
 # Broadcast is read in place (MPI_Bcast's shape). Prints a markdown table.
 set -u
 OLD=${1:?usage: ab.sh OLD_BUILD NEW_BUILD [ROUNDS] [NRANKS]}
@@ -14,6 +16,7 @@ R=${3:-5}
 N=${4:-4}
 COLLS=${COLLS:-allreduce allgather broadcast}
 TL=${TRANSPORTS:-shm}
+RANGES=${RANGES:-small mid large}
 tmp=$(mktemp -d)
 one() { # one BUILD COLL LO HI ITERS -> "size busbw" lines
     col=6; [ "$2" = broadcast ] && col=10
@@ -25,9 +28,12 @@ for r in $(seq 1 "$R"); do
     for coll in $COLLS; do
         for side in old new; do
             b=$OLD; [ $side = new ] && b=$NEW
-            { one "$b" "$coll" 8 65536 3000
-              one "$b" "$coll" 262144 4194304 200
-              one "$b" "$coll" 16777216 67108864 12; } >> "$tmp/$side.$coll"
+            { case $RANGES in *small*) one "$b" "$coll" 8 4096 60000
+                                       one "$b" "$coll" 32768 65536 6000;; esac
+              case $RANGES in *mid*) one "$b" "$coll" 262144 262144 2000
+                                     one "$b" "$coll" 2097152 4194304 200;; esac
+              case $RANGES in *large*) one "$b" "$coll" 16777216 67108864 12;; esac
+            } >> "$tmp/$side.$coll"
         done
     done
 done

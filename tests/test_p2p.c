@@ -15,6 +15,9 @@
  *             reverse; a large isend to a rank that first runs a
  *             collective; a receive waited for before a collective that
  *             its sender started first
+ *   unexpected  64 eager sends waited for before their receiver posts a
+ *             receive for them, while it waits for a third rank that
+ *             waits for the sender (3 ranks or more)
  * Sizes run from 4 bytes to -e BYTES (default 64 MiB) by factors of 16.
  *
  * With -L N it also checks that the process holds N listening TCP
@@ -363,6 +366,50 @@ static void t_overlap(size_t bytes, int rnd)
     free(m);
 }
 
+/* Eager sends that nobody receives yet, waited for before the sender
+ * goes on: rank 0 isends 64 small messages to rank 1 and waits for all
+ * of them, and only then sends to rank 2; rank 1 first waits for rank 2,
+ * which waits for rank 0. The sends fill rank 1's slots long before they
+ * finish, and no operation of rank 1 asks rank 0 for anything: only its
+ * stalled engine setting them aside (coll_match_unblock) lets rank 0's
+ * sends complete. Open MPI's eager protocol runs this program too. */
+static void t_unexpected(int rnd)
+{
+    enum { K = 64, B = 64 };
+    unsigned char (*m)[B] = xmalloc(K * B), one[B];
+    rcoll_request_t rq[K];
+    if (rank == 0) {
+        for (int i = 0; i < K; i++) {
+            pat(m[i], B, 0, 1, 20 + i, rnd);
+            CK(rcoll_isend_tag(m[i], B, RCOLL_UINT8, 1, 20 + i, comm, NULL,
+                               &rq[i]), "unexpected: isend");
+        }
+        for (int i = 0; i < K; i++)
+            CK(rcoll_wait(rq[i]), "unexpected: wait(isend) before rank 1 "
+               "posts its receives");
+        pat(one, B, 0, 2, 19, rnd);
+        CK(rcoll_send_tag(one, B, RCOLL_UINT8, 2, 19, comm, NULL),
+           "unexpected: send to rank 2");
+    } else if (rank == 2) {
+        CK(rcoll_recv_tag(one, B, RCOLL_UINT8, 0, 19, comm, NULL),
+           "unexpected: recv from rank 0");
+        expect(one, B, 0, 19, rnd, "unexpected (0 -> 2)");
+        pat(one, B, 2, 1, 19, rnd);
+        CK(rcoll_send_tag(one, B, RCOLL_UINT8, 1, 19, comm, NULL),
+           "unexpected: send to rank 1");
+    } else if (rank == 1) {
+        CK(rcoll_recv_tag(one, B, RCOLL_UINT8, 2, 19, comm, NULL),
+           "unexpected: recv from rank 2 (rank 0's sends fill the slots)");
+        expect(one, B, 2, 19, rnd, "unexpected (2 -> 1)");
+        for (int i = K - 1; i >= 0; i--) /* any order: tags tell */
+            CK(rcoll_recv_tag(m[i], B, RCOLL_UINT8, 0, 20 + i, comm, NULL),
+               "unexpected: recv from rank 0");
+        for (int i = 0; i < K; i++)
+            expect(m[i], B, 0, 20 + i, rnd, "unexpected (0 -> 1)");
+    }
+    free(m);
+}
+
 /* Listening TCP sockets among this process's descriptors: the socket
  * inodes of /proc/self/fd matched against /proc/net/tcp{,6} in state 0A
  * (LISTEN). */
@@ -409,7 +456,7 @@ int main(int argc, char **argv)
 {
     size_t emax = (size_t)64 << 20;
     int want_listeners = -1;
-    const char *tests = "ring,halo,allpairs,tags,group,overlap";
+    const char *tests = "ring,halo,allpairs,tags,group,overlap,unexpected";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-e") && i + 1 < argc)
             emax = (size_t)strtoull(argv[++i], NULL, 10);
@@ -436,6 +483,8 @@ int main(int argc, char **argv)
                    got, want_listeners);
         }
     }
+    if (n > 2 && has(tests, "unexpected"))
+        t_unexpected(99);
     int rnd = 0;
     for (size_t b = 4; b <= emax; b *= 16, rnd++) {
         if (n > 1 && has(tests, "ring"))
