@@ -26,10 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.p.nranks = 2;
     ctx.p.bs = &bs;
     ctx.p.epfd = -1;
-    ctx.p.chunk_size = 256;
+    ctx.p.chunk_size = 8192; /* messages of both slot classes */
     ctx.p.nslots = 3;
     ctx.p.ev = &ev;
     ctx.nsocks = 1;
+    ctx.nslots = 3; /* slots per socket, */
+    ctx.nbig = 1;   /* of which may hold a message over TCP_SMALL */
     ctx.listen_fd = -1;
     tcp_ep_t ep;
     memset(&ep, 0, sizeof(ep));
@@ -42,6 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.slot = calloc(3, sizeof(char *));
     s.slot_hdr = calloc(3, sizeof(rcoll_msg_hdr_t));
     s.slot_pay = calloc(3, sizeof(char *));
+    s.slot_big = calloc(3, sizeof(char *));
+    s.slot_isbig = calloc(3, 1);
+    s.tx_isbig = calloc(3, 1);
+    s.pool = calloc(1, sizeof(char *));
+    s.pool_all = calloc(1, sizeof(char *));
     rcoll_slots_init(&s.sl, 3);
     s.sl.credits = 0; /* ours all spent: the peer may hand back up to 3 */
     s.txq_cap = 8;
@@ -75,7 +82,14 @@ out:
     close(sv[1]);
     for (int i = 0; i < 3; i++)
         free(s.slot[i]);
+    for (int i = 0; i < s.nalloc; i++)
+        free(s.pool_all[i]);
     free(s.slot);
+    free(s.slot_big);
+    free(s.slot_isbig);
+    free(s.tx_isbig);
+    free(s.pool);
+    free(s.pool_all);
     free(s.slot_pay);
     free(s.slot_hdr);
     free(s.txq);

@@ -29,6 +29,17 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
  * is read straight into its slot or place (no second copy). */
 #define TCP_RX_STAGE (16u << 10)
 #define TCP_RX_DIRECT (4u << 10)
+/* Slots come in two sizes: each socket has TCP_SMALL_MUL x RCOLL_NSLOTS
+ * slots, but at most RCOLL_NSLOTS of them may hold a message of more than
+ * TCP_SMALL bytes at a time (the sender keeps to that: it knows which of
+ * its messages each returned credit freed, since slots free in order).
+ * Small messages get a TCP_SMALL buffer per slot, large ones one of
+ * RCOLL_NSLOTS chunk buffers. So a stream of small messages one way (a
+ * broadcast's) costs a credit message back every 2 RCOLL_NSLOTS messages
+ * instead of every RCOLL_NSLOTS / 2, for the same memory bound as before
+ * plus 3 x RCOLL_NSLOTS x 4 KiB. */
+#define TCP_SMALL 4096u
+#define TCP_SMALL_MUL 4
 
 typedef struct {
     uint32_t type;
@@ -52,9 +63,17 @@ typedef struct {
     int fd;
     int idx;
     /* receive side */
-    char **slot;              /* nslots buffers of chunk_size, lazily */
+    char **slot;              /* per slot a TCP_SMALL buffer, lazily */
     char **slot_pay;          /* where each slot's payload is: its buffer,
-                                 or the receiver's (tcp_recv_place) */
+                                 a big buffer or the receiver's
+                                 (tcp_recv_place) */
+    char **slot_big;          /* the big buffer a slot holds, or NULL */
+    unsigned char *slot_isbig; /* the slot's message is > TCP_SMALL */
+    int rx_big_held;          /* big messages arrived, not released */
+    int rx_big_owed;          /* big ones released, credit not yet sent */
+    char **pool;              /* free big buffers (a stack of npool) */
+    char **pool_all;          /* every big buffer allocated (nalloc) */
+    int npool, nalloc;
     rcoll_msg_hdr_t *slot_hdr;
     rcoll_slots_t sl;         /* the slot/credit state, both ways */
     tcp_wire_t rx_wire;
@@ -64,6 +83,9 @@ typedef struct {
     size_t rx_poff;           /* payload bytes read */
     int rx_in_payload;
     /* send side */
+    unsigned char *tx_isbig;  /* per message not yet credited back, in
+                                 order: was it big (a ring of n slots) */
+    int tx_fifo_head, tx_fifo_count, tx_big_out;
     tcp_txitem_t *txq;        /* ring */
     int txq_cap, txq_head, txq_count;
     int want_out;
@@ -94,6 +116,8 @@ struct tcp_ep {
 struct rcoll_tl_ctx {
     rcoll_tl_params_t p;
     int nsocks;
+    int nslots;               /* per socket: TCP_SMALL_MUL x p.nslots */
+    int nbig;                 /* of which may hold big messages: p.nslots */
     int listen_fd;
     tcp_ep_t **eps;           /* by rank */
 };
@@ -231,6 +255,7 @@ static void tcp_sock_write(tcp_sock_t *s)
              * that wrote nothing (EAGAIN) took credits already: add */
             it->wire.credits += (uint32_t)rcoll_slots_take_owed(&s->sl,
                                                                 INT32_MAX);
+            s->rx_big_owed = 0; /* all of them go */
         }
         struct iovec iov[2];
         int n = 0;
@@ -290,13 +315,19 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
-    if (!rcoll_slots_can_send(&s->sl))
+    int big = hdr->len > TCP_SMALL;
+    if (!rcoll_slots_can_send(&s->sl) ||
+        (big && s->tx_big_out >= ep->ctx->nbig))
         return RCOLL_INPROGRESS;
     if (hdr->len > ep->ctx->p.chunk_size)
         return RCOLL_ERR_INTERNAL;
     if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0)
         return RCOLL_INPROGRESS;
     rcoll_slots_sent(&s->sl);
+    int n = ep->ctx->nslots;
+    s->tx_isbig[(s->tx_fifo_head + s->tx_fifo_count++) % n] =
+        (unsigned char)big;
+    s->tx_big_out += big;
     ep->tx_seq++;
     tcp_sock_write(s);
     return RCOLL_OK;
@@ -313,6 +344,12 @@ static int tcp_handle_wire(tcp_sock_t *s)
     if (rcoll_slots_credit(&s->sl, w->credits) != 0) {
         tcp_ep_fail(ep, "protocol error: too many credits", 0);
         return -1;
+    }
+    /* the slots free in order: the oldest messages' */
+    for (uint32_t i = 0; i < w->credits; i++) {
+        s->tx_big_out -= s->tx_isbig[s->tx_fifo_head];
+        s->tx_fifo_head = (s->tx_fifo_head + 1) % ep->ctx->nslots;
+        s->tx_fifo_count--;
     }
     switch (w->type) {
     case TCP_CREDIT:
@@ -401,17 +438,44 @@ static int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     return 1;
 }
 
-/* Moves a payload that lies in [lo, hi) into the slot's own buffer. */
+/* A buffer of the slot's class for its message: the slot's small one, or
+ * a big one from the pool (the sender keeps at most nbig big messages
+ * unreleased, so one is free). NULL: out of memory, or a sender past its
+ * limit (a protocol error). */
+static char *tcp_slot_buf(tcp_sock_t *s, int slot)
+{
+    struct rcoll_tl_ctx *ctx = s->ep->ctx;
+    if (!s->slot_isbig[slot]) {
+        if (!s->slot[slot])
+            s->slot[slot] = malloc(TCP_SMALL);
+        return s->slot[slot];
+    }
+    if (!s->slot_big[slot]) {
+        if (s->npool > 0) {
+            s->slot_big[slot] = s->pool[--s->npool];
+        } else if (s->nalloc < ctx->nbig) {
+            char *b = malloc(ctx->p.chunk_size);
+            if (!b)
+                return NULL;
+            s->pool_all[s->nalloc++] = b;
+            s->slot_big[slot] = b;
+        }
+    }
+    return s->slot_big[slot];
+}
+
+/* Moves a payload that lies in [lo, hi) into a buffer of the slot's. */
 static int tcp_slot_unplace(tcp_sock_t *s, int slot, size_t len,
                             const char *lo, const char *hi)
 {
     char *p = s->slot_pay[slot];
     if (!p || p < lo || p >= hi)
         return 0;
-    if (!s->slot[slot] && !(s->slot[slot] = malloc(s->ep->ctx->p.chunk_size)))
+    char *b = tcp_slot_buf(s, slot);
+    if (!b)
         return -1;
-    memcpy(s->slot[slot], p, len);
-    s->slot_pay[slot] = s->slot[slot];
+    memcpy(b, p, len);
+    s->slot_pay[slot] = b;
     return 0;
 }
 
@@ -493,7 +557,6 @@ static ssize_t tcp_fill(tcp_sock_t *s, const char *eof, int *drained)
 static void tcp_sock_read(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
-    size_t cs = ep->ctx->p.chunk_size;
     int drained = 0;
     static const char *eof_hdr = "the connection closed without goodbye "
                                  "(process died or was killed?)";
@@ -532,19 +595,23 @@ static void tcp_sock_read(tcp_sock_t *s)
             }
             int slot = rcoll_slots_next(&s->sl); /* free: checked above */
             s->slot_hdr[slot] = s->rx_wire.hdr;
+            int big = s->rx_wire.hdr.len > TCP_SMALL;
+            s->slot_isbig[slot] = (unsigned char)big;
+            if (big && ++s->rx_big_held > ep->ctx->nbig) {
+                tcp_ep_fail(ep, "protocol error: more large messages than "
+                            "large slots", 0);
+                return;
+            }
             if (s->rx_wire.hdr.len == 0) {
                 s->slot_pay[slot] = s->slot[slot];
                 rcoll_slots_arrived(&s->sl);
                 continue;
             }
             s->slot_pay[slot] = tcp_place_find(ep, &s->rx_wire.hdr);
-            if (!s->slot_pay[slot]) {
-                if (!s->slot[slot] && !(s->slot[slot] = malloc(cs))) {
-                    tcp_ep_fail(ep, "out of memory for a receive slot",
-                                ENOMEM);
-                    return;
-                }
-                s->slot_pay[slot] = s->slot[slot];
+            if (!s->slot_pay[slot] &&
+                !(s->slot_pay[slot] = tcp_slot_buf(s, slot))) {
+                tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
+                return;
             }
             s->rx_in_payload = 1;
             s->rx_poff = 0;
@@ -609,7 +676,17 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
-    int half = rcoll_slots_release(&s->sl);
+    int slot = s->sl.head;
+    if (s->slot_isbig[slot]) {
+        s->rx_big_held--;
+        s->rx_big_owed++;
+        if (s->slot_big[slot]) { /* back to the pool */
+            s->pool[s->npool++] = s->slot_big[slot];
+            s->slot_big[slot] = NULL;
+        }
+    }
+    int half = rcoll_slots_release(&s->sl) ||
+               rcoll_slots_half(s->rx_big_owed, ep->ctx->nbig);
     ep->rx_seq++;
     /* Credits go back with our next message to that peer, or alone once
      * half the slots are owed, or when the engine runs out of work
@@ -624,9 +701,13 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
 static int tcp_recv_full(rcoll_tl_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    for (int k = 0; k < ep->ctx->nsocks; k++)
-        if (rcoll_slots_held(&ep->socks[k].sl))
-            return 1;
+    for (int k = 0; k < ep->ctx->nsocks; k++) {
+        const tcp_sock_t *s = &ep->socks[k];
+        if (rcoll_slots_held(&s->sl) ||
+            (s->rx_big_held > 0 &&
+             s->rx_big_held + s->rx_big_owed >= ep->ctx->nbig))
+            return 1; /* every slot, or every big one, taken or owed */
+    }
     return 0;
 }
 
@@ -645,8 +726,10 @@ static int tcp_idle(rcoll_tl_ctx_t *ctx)
         tcp_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nsocks; k++) {
             tcp_sock_t *s = &ep->socks[k];
-            if (rcoll_slots_full(&s->sl) && s->txq_count == 0 &&
-                !s->closed && !s->bye)
+            int full = rcoll_slots_full(&s->sl) ||
+                       (s->sl.owed > 0 &&
+                        s->rx_big_owed + s->rx_big_held >= ctx->nbig);
+            if (full && s->txq_count == 0 && !s->closed && !s->bye)
                 tcp_sock_write(s);
         }
     }
@@ -664,7 +747,14 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks, int nslots)
         if (s->slot)
             for (int j = 0; j < nslots; j++)
                 free(s->slot[j]);
+        for (int j = 0; j < s->nalloc; j++)
+            free(s->pool_all[j]);
         free(s->slot);
+        free(s->slot_big);
+        free(s->slot_isbig);
+        free(s->pool);
+        free(s->pool_all);
+        free(s->tx_isbig);
         free(s->slot_pay);
         free(s->slot_hdr);
         free(s->txq);
@@ -717,6 +807,8 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
     ctx->p = *p;
     ctx->nsocks = rcoll_config.tcp_nsocks;
+    ctx->nbig = p->nslots;
+    ctx->nslots = TCP_SMALL_MUL * p->nslots;
     ctx->listen_fd = -1;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));
@@ -748,13 +840,21 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
             s->fd = -1;
             s->closed = 1;
             s->idx = k;
-            rcoll_slots_init(&s->sl, p->nslots);
-            s->txq_cap = p->nslots + 4;
-            s->slot = calloc((size_t)p->nslots, sizeof(char *));
-            s->slot_hdr = calloc((size_t)p->nslots, sizeof(rcoll_msg_hdr_t));
-            s->slot_pay = calloc((size_t)p->nslots, sizeof(char *));
+            size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+            rcoll_slots_init(&s->sl, ctx->nslots);
+            s->txq_cap = ctx->nslots + 4;
+            s->slot = calloc(ns, sizeof(char *));
+            s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
+            s->slot_pay = calloc(ns, sizeof(char *));
+            s->slot_big = calloc(ns, sizeof(char *));
+            s->slot_isbig = calloc(ns, 1);
+            s->tx_isbig = calloc(ns, 1);
+            s->pool = calloc(nb, sizeof(char *));
+            s->pool_all = calloc(nb, sizeof(char *));
             s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
-            if (!s->slot || !s->slot_hdr || !s->slot_pay || !s->txq) {
+            if (!s->slot || !s->slot_hdr || !s->slot_pay || !s->slot_big ||
+                !s->slot_isbig || !s->tx_isbig || !s->pool ||
+                !s->pool_all || !s->txq) {
                 st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
                 goto err;
             }
@@ -950,7 +1050,7 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
             }
             tcp_sock_close(s);
         }
-        tcp_ep_free(ep, ctx->nsocks, ctx->p.nslots);
+        tcp_ep_free(ep, ctx->nsocks, ctx->nslots);
     }
     if (ctx->listen_fd >= 0)
         close(ctx->listen_fd);
@@ -962,9 +1062,12 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
                              size_t len)
 {
     int k = rcoll_config.tcp_nsocks;
-    snprintf(what, len, "%d socket(s) x %d receive slots (malloc, on first "
-             "use); sends go from the caller's buffer", k, nslots);
-    return (size_t)k * (size_t)nslots * chunk;
+    snprintf(what, len, "%d socket(s) x (%d receive slots of the chunk size "
+             "+ %d of %u bytes for small messages; malloc, on first use); "
+             "sends go from the caller's buffer", k, nslots,
+             (TCP_SMALL_MUL - 1) * nslots, TCP_SMALL);
+    return (size_t)k * (size_t)nslots *
+           (chunk + (size_t)(TCP_SMALL_MUL - 1) * TCP_SMALL);
 }
 
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
