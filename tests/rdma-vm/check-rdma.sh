@@ -166,9 +166,11 @@ check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WI
 # 4 ranks out of band; cut for CI time when the point-to-point suite came,
 # 75 s)
 check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob connect" rxe_pkts rxe oob 2
+# (the collectives that stripe large messages over both QPs and exchange
+# with every peer; siw's 2-QP run above has the whole matrix: 50 s less)
 check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
     env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
-    $B/tools/rcoll-run -n 4 $B/tests/test_coll -N $N4S
+    $B/tools/rcoll-run -n 4 $B/tests/test_coll -C allreduce,allgather,broadcast,alltoall -N $N4S
 
 zcopy() { # zcopy HOSTS-ARGS: registered buffers, sent zero-copy, bit-exact
     "$@" || return 1
@@ -255,12 +257,15 @@ fi
 # tests/faults/run.sh on the guest's two hosts: netem exists in this
 # kernel (not on the CI host's), so the 2,000-collective netem run is here
 FH="h0:10.77.0.1:v0 h1:10.77.0.2:v1"
-check "faults: 2,050 collectives under netem loss/delay/reorder/dup, tcp" \
-    env FAULT_HOSTS="$FH" NETEM_MAXB=65536 NETEM_ITERS=550 NETEM_SLOW_ITERS=400 \
+# (1,100: 300 per class, 200 under 20 ms delay; 2,050 took 99 s, cut for
+# CI time with issue 19's tests)
+check "faults: 1,100 collectives under netem loss/delay/reorder/dup, tcp" \
+    env FAULT_HOSTS="$FH" NETEM_MAXB=65536 NETEM_ITERS=300 NETEM_SLOW_ITERS=200 \
     timeout -k 5 600 bash $S/tests/faults/run.sh $B netem tcp
-# (20 s, not 10: the guest is emulated, about 50 times slower)
-check "faults: SIGKILL x10 at random moments, ib (siw)" \
-    env FAULT_HOSTS="$FH" FAULT_DETECT_S=20 timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 10
+# (20 s, not 10: the guest is emulated, about 50 times slower; 6 kills,
+# not 10, for CI time: the main suite kills 15 times each over shm and tcp)
+check "faults: SIGKILL x6 at random moments, ib (siw)" \
+    env FAULT_HOSTS="$FH" FAULT_DETECT_S=20 timeout -k 5 400 bash $S/tests/faults/run.sh $B kill ib 6
 check "faults: SIGSTOP, every survivor names the stopped rank as the root cause, ib (siw)" \
     env FAULT_HOSTS="$FH" FAULT_STOP_AFTER=10 timeout -k 5 200 bash $S/tests/faults/run.sh $B stop ib
 check "siw: fork-based failure tests over ib (kill, abort, timeout root cause, SIGPIPE ignored)" \
@@ -279,7 +284,7 @@ check "siw: fork-based failure tests over ib (kill, abort, timeout root cause, S
 connect_race() {
     ip netns exec h1 tc qdisc add dev v1 root netem loss 25% || return 1
     bad=0; i=0
-    while [ $i -lt 10 ]; do
+    while [ $i -lt 6 ]; do
         hosts 2 $((29810 + i)) $B/benchmarks/rcoll-perf allreduce -b 4K -e 4K \
             -n 1 -w 0 -c 1 > "$L/race.log" 2>&1 || {
             bad=$((bad + 1)); grep -h "rank [01]:\|exited with status" "$L/race.log" | tail -n 6; }
