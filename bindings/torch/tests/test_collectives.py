@@ -467,6 +467,70 @@ def fam_alltoall_p2p(rank, world, gloo):
     dist.barrier()
 
 
+def fam_run_order(rank, world, gloo):
+    """Who runs a queued collective: a caller's wait() runs the queue up to
+    its own work; the worker runs what nobody waits for."""
+    # an async collective that nobody waits for before a receive whose
+    # sender sends after the collective: the worker must start it (run
+    # only inside wait(), rank 0 would wait in recv for rank 1, rank 1 in
+    # the all-reduce for rank 0: a deadlock)
+    a = data(rank, 1000, torch.float32, 21)
+    got = a.clone()
+    x = torch.zeros(4)
+    if rank == 0:
+        w = dist.all_reduce(got, async_op=True)
+        dist.recv(x, 1)
+        w.wait()
+        same(x, torch.arange(4.0), "recv while the all-reduce runs")
+    else:
+        dist.all_reduce(got)
+        if rank == 1:
+            dist.send(torch.arange(4.0), 0)
+    same(got, reference_reduce(a, R.SUM, world, gloo), "async, then send")
+    # completed through its future only (DDP's hooks): no Work.wait()
+    b = data(rank, 77, torch.float64, 22)
+    got = b.clone()
+    fut = dist.all_reduce(got, async_op=True).get_future().then(
+        lambda f: f.value()[0] * 2)
+    same(fut.wait(), reference_reduce(b, R.SUM, world, gloo) * 2,
+         "future callback without wait")
+    # waiting for the later of two runs the earlier first, in order; the
+    # ranks wait in different orders
+    c, d = data(rank, 5000, torch.int32, 23), data(rank, 3, torch.int64, 24)
+    gc, gd = c.clone(), d.clone()
+    w1 = dist.all_reduce(gc, op=R.MAX, async_op=True)
+    w2 = dist.all_reduce(gd, op=R.MIN, async_op=True)
+    if rank % 2:
+        w1.wait()
+        w2.wait()
+    else:
+        w2.wait()
+        assert w1.is_completed(), "the earlier work did not run first"
+        w1.wait()
+    same(gc, reference_reduce(c, R.MAX, world, gloo), "first of two")
+    same(gd, reference_reduce(d, R.MIN, world, gloo), "second of two")
+    # many synchronous calls (run by their callers) between async ones
+    e = data(rank, 9, torch.float32, 25)
+    ws, outs = [], []
+    for i in range(200):
+        t = e.clone() + i
+        if i % 7 == 0:
+            ws.append(dist.all_reduce(t, async_op=True))
+        else:
+            dist.all_reduce(t)
+        outs.append(t)
+    for w in ws:
+        w.wait()
+    for i, t in enumerate(outs):
+        same(t, reference_reduce(e + i, R.SUM, world, gloo), f"call {i}")
+    dist.barrier()
+
+
+@pytest.mark.parametrize("world", [3])
+def test_run_order(world):
+    harness.run(fam_run_order, world)
+
+
 @pytest.mark.parametrize("world", WORLDS)
 def test_alltoall_p2p(world):
     harness.run(fam_alltoall_p2p, world)

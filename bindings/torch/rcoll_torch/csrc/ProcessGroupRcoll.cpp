@@ -149,7 +149,29 @@ RcollWork::RcollWork(int rank, c10d::OpType type, const char *title_,
 
 c10::intrusive_ptr<c10::ivalue::Future> RcollWork::getFuture()
 {
+    /* a future's callbacks (DDP's hooks) need the work run, not left to
+     * a wait() that may never come */
+    ProcessGroupRcoll *g = pg.load();
+    if (g && !c10d::Work::isCompleted())
+        g->want(this);
     return future_;
+}
+
+bool RcollWork::isCompleted()
+{
+    bool done = c10d::Work::isCompleted();
+    ProcessGroupRcoll *g = pg.load();
+    if (!done && g)
+        g->want(this); /* polled: someone waits for it */
+    return done;
+}
+
+bool RcollWork::wait(std::chrono::milliseconds t)
+{
+    ProcessGroupRcoll *g = pg.load();
+    if (g && !c10d::Work::isCompleted())
+        g->drive(this);
+    return c10d::Work::wait(t);
 }
 
 std::vector<at::Tensor> RcollWork::result()
@@ -230,6 +252,7 @@ void ProcessGroupRcoll::stop(bool abort)
         stopping_ = true;
     }
     cv_.notify_all();
+    run_cv_.notify_all();
     wd_cv_.notify_all();
     if (worker_.joinable())
         worker_.join();
@@ -272,14 +295,101 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::enqueue(
     auto w = c10::make_intrusive<RcollWork>(rank_, type, title,
                                             std::move(outputs), std::move(run),
                                             op_timeout(timeout));
+    w->pg = this;
+    w->queued = std::chrono::steady_clock::now();
+    bool wake;
     {
         std::unique_lock<std::mutex> lk(mu_);
         TORCH_CHECK(!stopping_, "rcoll ", title,
                     ": the process group was shut down or aborted");
         queue_.push_back(w);
+        /* a worker that waits for an earlier work's deadline looks at
+         * the queue then anyway: no wake-up per call */
+        wake = worker_idle_;
+        worker_idle_ = false;
     }
-    cv_.notify_one();
+    if (wake)
+        cv_.notify_all();
     return w;
+}
+
+/* Runs the queue's front in the calling thread, which holds `lk` on mu_
+ * and returns holding it: the runner role is taken for the call, the
+ * watchdog sees it in flight, waiters are told when it is done. */
+void ProcessGroupRcoll::run_front(std::unique_lock<std::mutex> &lk)
+{
+    c10::intrusive_ptr<RcollWork> w = queue_.front();
+    queue_.pop_front();
+    running_ = true;
+    const bool dead = aborted_;
+    const std::string reason = dead ? abort_reason_ : std::string();
+    bool wake_wd = false;
+    if (!dead) {
+        inflight_ = w.get();
+        inflight_deadline_ = std::chrono::steady_clock::now() + w->timeout;
+        /* a watchdog waiting for an earlier deadline looks again then */
+        wake_wd = wd_idle_;
+        wd_idle_ = false;
+    }
+    lk.unlock();
+    if (wake_wd)
+        wd_cv_.notify_all();
+    std::exception_ptr err;
+    if (dead) {
+        err = std::make_exception_ptr(
+            c10::DistBackendError({__func__, __FILE__, __LINE__}, reason));
+    } else {
+        try {
+            w->run();
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    lk.lock();
+    inflight_ = nullptr;
+    running_ = false;
+    w->pg = nullptr;
+    /* only who needs it is woken: a condition-variable wake-up per call
+     * cost a context switch per call */
+    const bool wake_drivers = drivers_waiting_ > 0;
+    const bool wake_worker = worker_idle_ && (!queue_.empty() || stopping_);
+    if (wake_worker)
+        worker_idle_ = false;
+    lk.unlock();
+    w->complete(err);
+    if (wake_drivers)
+        run_cv_.notify_all();
+    if (wake_worker)
+        cv_.notify_all();
+    lk.lock();
+}
+
+void ProcessGroupRcoll::drive(RcollWork *w)
+{
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!w->c10d::Work::isCompleted()) {
+        if (running_) {
+            drivers_waiting_++;
+            run_cv_.wait(lk);
+            drivers_waiting_--;
+            continue;
+        }
+        if (queue_.empty())
+            break; /* taken and being completed: Work::wait waits */
+        run_front(lk);
+    }
+}
+
+void ProcessGroupRcoll::want(RcollWork *w)
+{
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (w->pg != this || w->wanted)
+            return;
+        w->wanted = true;
+        worker_idle_ = false;
+    }
+    cv_.notify_all();
 }
 
 /* Throws the error of a failed rcoll call, naming the call and the rank;
@@ -299,44 +409,41 @@ void ProcessGroupRcoll::check(rcoll_status_t st, const std::string &what)
                   rcoll_status_string(st) + ": " + msg);
 }
 
+/* Runs what no caller waits for: a work whose future was asked for at
+ * once, any other once it has been kDeferUs at the queue's front (its
+ * caller's wait() usually comes first and runs it); at shutdown,
+ * everything left. */
 void ProcessGroupRcoll::worker_loop()
 {
+    std::unique_lock<std::mutex> lk(mu_);
+    bool linger = false;
     for (;;) {
-        c10::intrusive_ptr<RcollWork> w;
-        bool dead;
-        std::string reason;
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty())
-                return; /* stopping, and everything queued is done */
-            w = queue_.front();
-            queue_.pop_front();
-            dead = aborted_;
-            reason = abort_reason_;
-            if (!dead) {
-                inflight_ = w.get();
-                inflight_deadline_ =
-                    std::chrono::steady_clock::now() + w->timeout;
+        if (running_ || queue_.empty()) {
+            if (stopping_ && !running_)
+                return; /* everything queued is done */
+            if (linger && !running_) {
+                /* callers that run their own works in a loop would wake
+                 * it on every call: it looks again after kDeferUs, and
+                 * only then waits to be woken */
+                linger = false;
+                worker_idle_ = false;
+                cv_.wait_for(lk, kDeferUs);
+                continue;
             }
+            worker_idle_ = true;
+            cv_.wait(lk);
+            linger = true;
+            continue;
         }
-        wd_cv_.notify_all();
-        std::exception_ptr err;
-        if (dead) {
-            err = std::make_exception_ptr(
-                c10::DistBackendError({__func__, __FILE__, __LINE__}, reason));
-        } else {
-            try {
-                w->run();
-            } catch (...) {
-                err = std::current_exception();
-            }
+        linger = true;
+        RcollWork *f = queue_.front().get();
+        const auto due = f->queued + kDeferUs;
+        if (stopping_ || f->wanted || std::chrono::steady_clock::now() >= due) {
+            run_front(lk);
+            continue;
         }
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            inflight_ = nullptr;
-        }
-        w->complete(err);
+        worker_idle_ = false;
+        cv_.wait_until(lk, due);
     }
 }
 
@@ -348,7 +455,9 @@ void ProcessGroupRcoll::watchdog_loop()
     std::unique_lock<std::mutex> lk(mu_);
     while (!stopping_ || inflight_) {
         if (!inflight_ || aborted_) {
+            wd_idle_ = true;
             wd_cv_.wait_for(lk, std::chrono::milliseconds(500));
+            wd_idle_ = false;
             continue;
         }
         RcollWork *w = inflight_;

@@ -3,9 +3,14 @@
  * rcoll C API (include/rcoll.h).
  *
  * One rcoll communicator per backend instance (per process group). Each
- * collective becomes a RcollWork queued to one worker thread, which runs the
- * blocking rcoll call; collectives of a group therefore run in the order
- * they were issued, as every rank must issue them. Point-to-point sends and
+ * collective becomes a RcollWork in the group's queue; the queue runs in
+ * the order the collectives were issued, as every rank must issue them,
+ * one blocking rcoll call at a time, by whichever thread holds the runner
+ * role: a caller of Work::wait() runs the queue up to its own operation
+ * itself (a synchronous collective then costs no thread hand-off), and the
+ * worker thread runs what nobody waits for, at once for a work whose
+ * future was asked for (DDP's hooks), else once it has waited
+ * kDeferUs in the queue (async_op=True still overlaps). Point-to-point sends and
  * receives are posted at once by the calling thread as non-blocking rcoll
  * requests (so isend/irecv in any order, batch_isend_irecv included, never
  * deadlock) and completed in posting order by a second thread. rcoll's own no-progress
@@ -18,6 +23,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -51,12 +57,22 @@ class RcollWork : public c10d::Work {
     std::vector<at::Tensor> result() override;
     std::chrono::milliseconds getTimeout() const override;
 
-    /* called by the worker thread once `run` returned or threw */
+    /* called by the runner once `run` returned or threw */
     void complete(std::exception_ptr err);
+
+    /* runs the group's queue up to this work in the calling thread, then
+     * waits as c10d::Work does */
+    bool wait(std::chrono::milliseconds timeout =
+                  std::chrono::milliseconds(0)) override; /* kNoTimeout */
+    bool isCompleted() override;
 
     const std::string title;
     std::function<void()> run;
     const std::chrono::milliseconds timeout;
+    /* the group whose queue holds it (nullptr: point to point, or done) */
+    std::atomic<class ProcessGroupRcoll *> pg{nullptr};
+    std::chrono::steady_clock::time_point queued;
+    bool wanted = false; /* its future was asked for (the group's mu_) */
 
   private:
     std::vector<at::Tensor> outputs_;
@@ -135,6 +151,13 @@ class ProcessGroupRcoll : public c10d::Backend {
     /* the rcoll communicator (for tests and diagnostics) */
     rcoll_comm_t comm() const { return comm_; }
 
+    /* RcollWork's side of the queue: run it up to w; ask the worker to
+     * run w now */
+    void drive(RcollWork *w);
+    void want(RcollWork *w);
+    /* how long the worker leaves a work nobody waits for to its caller */
+    static constexpr std::chrono::microseconds kDeferUs{200};
+
   private:
     c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type,
                                            const char *title,
@@ -143,6 +166,7 @@ class ProcessGroupRcoll : public c10d::Backend {
                                            std::function<void()> run);
     std::chrono::milliseconds op_timeout(std::chrono::milliseconds t) const;
     void worker_loop();
+    void run_front(std::unique_lock<std::mutex> &lk);
     void watchdog_loop();
     void p2p_loop();
     c10::intrusive_ptr<c10d::Work> post_p2p(bool send, at::Tensor t, int peer,
@@ -155,9 +179,14 @@ class ProcessGroupRcoll : public c10d::Backend {
 
     std::mutex mu_;
     std::condition_variable cv_;      /* queue and stop, for the worker */
+    std::condition_variable run_cv_;  /* the runner role, for drive() */
+    int drivers_waiting_ = 0;         /* drive() calls waiting on run_cv_ */
     std::condition_variable wd_cv_;   /* in-flight changes, for the watchdog */
     std::deque<c10::intrusive_ptr<RcollWork>> queue_;
     RcollWork *inflight_ = nullptr;
+    bool running_ = false;            /* a thread runs the queue's front */
+    bool worker_idle_ = false;        /* the worker waits with no deadline */
+    bool wd_idle_ = false;            /* the watchdog sees nothing in flight */
     std::chrono::steady_clock::time_point inflight_deadline_;
     bool stopping_ = false;
     bool aborted_ = false;            /* comm_ aborted: never call into it */
