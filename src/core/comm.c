@@ -671,6 +671,7 @@ static void dump_signal_once(void)
     pthread_attr_destroy(&attr);
     if (rc != 0)
         return;
+    pthread_setname_np(t, "rcoll-dump");
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = dump_handler;
@@ -1197,6 +1198,8 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         goto err;
     }
     c->thread_started = 1;
+    /* named for top -H, perf and gdb */
+    pthread_setname_np(c->thread, "rcoll-progress");
     c->created = rcoll_time_sec();
     live_add(c);
     pthread_once(&dump_once, dump_signal_once);

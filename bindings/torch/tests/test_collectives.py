@@ -526,9 +526,13 @@ def fam_run_order(rank, world, gloo):
     dist.barrier()
 
 
-@pytest.mark.parametrize("world", [3])
-def test_run_order(world):
-    harness.run(fam_run_order, world)
+# default: callers run their works; 0: the worker starts each at once and
+# races the callers' wait() for it
+@pytest.mark.parametrize("defer", [None, "0"])
+def test_run_order(defer, monkeypatch):
+    if defer is not None:
+        monkeypatch.setenv("RCOLL_TORCH_DEFER_US", defer)
+    harness.run(fam_run_order, 3)
 
 
 @pytest.mark.parametrize("world", WORLDS)

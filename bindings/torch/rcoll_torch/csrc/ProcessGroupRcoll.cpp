@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -208,6 +209,15 @@ ProcessGroupRcoll::ProcessGroupRcoll(
     snprintf(secs, sizeof(secs), "%.3f", timeout.count() / 1000.0);
     setenv("RCOLL_TIMEOUT", secs, 0);
 
+    if (const char *d = getenv("RCOLL_TORCH_DEFER_US")) {
+        char *end;
+        long v = strtol(d, &end, 10);
+        TORCH_CHECK(*d && !*end && v >= 0 && v <= 10000000,
+                    "rcoll: RCOLL_TORCH_DEFER_US=\"", d, "\" is not a number "
+                    "of microseconds from 0 to 10000000");
+        defer_ = std::chrono::microseconds(v);
+    }
+
     rcoll_unique_id_t id;
     const std::string key = "rcoll/unique_id";
     if (rank == 0) {
@@ -232,6 +242,10 @@ ProcessGroupRcoll::ProcessGroupRcoll(
     worker_ = std::thread(&ProcessGroupRcoll::worker_loop, this);
     watchdog_ = std::thread(&ProcessGroupRcoll::watchdog_loop, this);
     p2p_ = std::thread(&ProcessGroupRcoll::p2p_loop, this);
+    /* named for top -H, perf and gdb */
+    pthread_setname_np(worker_.native_handle(), "rcoll-worker");
+    pthread_setname_np(watchdog_.native_handle(), "rcoll-watchdog");
+    pthread_setname_np(p2p_.native_handle(), "rcoll-p2p");
 }
 
 ProcessGroupRcoll::~ProcessGroupRcoll()
@@ -410,7 +424,7 @@ void ProcessGroupRcoll::check(rcoll_status_t st, const std::string &what)
 }
 
 /* Runs what no caller waits for: a work whose future was asked for at
- * once, any other once it has been kDeferUs at the queue's front (its
+ * once, any other once it has been defer_ at the queue's front (its
  * caller's wait() usually comes first and runs it); at shutdown,
  * everything left. */
 void ProcessGroupRcoll::worker_loop()
@@ -423,11 +437,11 @@ void ProcessGroupRcoll::worker_loop()
                 return; /* everything queued is done */
             if (linger && !running_) {
                 /* callers that run their own works in a loop would wake
-                 * it on every call: it looks again after kDeferUs, and
+                 * it on every call: it looks again after defer_, and
                  * only then waits to be woken */
                 linger = false;
                 worker_idle_ = false;
-                cv_.wait_for(lk, kDeferUs);
+                cv_.wait_for(lk, defer_);
                 continue;
             }
             worker_idle_ = true;
@@ -437,7 +451,7 @@ void ProcessGroupRcoll::worker_loop()
         }
         linger = true;
         RcollWork *f = queue_.front().get();
-        const auto due = f->queued + kDeferUs;
+        const auto due = f->queued + defer_;
         if (stopping_ || f->wanted || std::chrono::steady_clock::now() >= due) {
             run_front(lk);
             continue;

@@ -10,7 +10,7 @@
  * itself (a synchronous collective then costs no thread hand-off), and the
  * worker thread runs what nobody waits for, at once for a work whose
  * future was asked for (DDP's hooks), else once it has waited
- * kDeferUs in the queue (async_op=True still overlaps). Point-to-point sends and
+ * RCOLL_TORCH_DEFER_US (1000) in the queue (async_op=True still overlaps). Point-to-point sends and
  * receives are posted at once by the calling thread as non-blocking rcoll
  * requests (so isend/irecv in any order, batch_isend_irecv included, never
  * deadlock) and completed in posting order by a second thread. rcoll's own no-progress
@@ -155,8 +155,10 @@ class ProcessGroupRcoll : public c10d::Backend {
      * run w now */
     void drive(RcollWork *w);
     void want(RcollWork *w);
-    /* how long the worker leaves a work nobody waits for to its caller */
-    static constexpr std::chrono::microseconds kDeferUs{200};
+    /* how long the worker leaves a work nobody waits for to its caller
+     * (RCOLL_TORCH_DEFER_US, default 1000; 0: the worker starts every
+     * work at once) */
+    std::chrono::microseconds defer_{1000};
 
   private:
     c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type,
