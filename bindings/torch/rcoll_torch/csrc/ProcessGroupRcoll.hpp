@@ -10,8 +10,8 @@
  * itself (a synchronous collective then costs no thread hand-off), and the
  * worker thread runs what nobody waits for, at once for a work whose
  * future was asked for (DDP's hooks), else once it has waited
- * RCOLL_TORCH_DEFER_US (1000) in the queue (async_op=True still overlaps). Point-to-point sends and
- * receives are posted at once by the calling thread as non-blocking rcoll
+ * RCOLL_TORCH_DEFER_US (1000) in the queue (async_op=True still
+ * overlaps). Point-to-point sends and receives are posted at once by the calling thread as non-blocking rcoll
  * requests (so isend/irecv in any order, batch_isend_irecv included, never
  * deadlock) and completed in posting order by a second thread. rcoll's own no-progress
  * timeout (RCOLL_TIMEOUT; the first group's timeout unless set) fails a
