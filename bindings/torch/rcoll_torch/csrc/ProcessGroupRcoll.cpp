@@ -63,32 +63,31 @@ struct Reduction {
     void *ptr() const { return t.numel() ? t.data_ptr() : nullptr; }
 };
 
-Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
-                    const char *call)
+/* rcoll's datatype and op for reducing a tensor of type `st` (the real
+ * type of a complex one) with `rop`. Throws for what rcoll cannot reduce. */
+void reduce_types(at::ScalarType st, const c10d::ReduceOp &rop,
+                  const char *call, rcoll_datatype_t *dt, rcoll_op_t *op)
 {
     using R = c10d::ReduceOp;
-    Reduction r{contig, RCOLL_FLOAT32, RCOLL_SUM};
-    at::ScalarType st = contig.scalar_type();
     const bool is_bool = st == at::kBool;
     if (at::isComplexType(st)) {
         TORCH_CHECK(rop.op_ == R::SUM || rop.op_ == R::AVG, "rcoll ", call,
                     ": complex tensors reduce with SUM or AVG only");
-        r.t = at::view_as_real(contig);
-        st = r.t.scalar_type();
+        st = c10::toRealValueType(st);
     }
     switch (st) {
-    case at::kFloat: r.dt = RCOLL_FLOAT32; break;
-    case at::kDouble: r.dt = RCOLL_FLOAT64; break;
-    case at::kHalf: r.dt = RCOLL_FLOAT16; break;
-    case at::kBFloat16: r.dt = RCOLL_BFLOAT16; break;
-    case at::kChar: r.dt = RCOLL_INT8; break;
-    case at::kByte: r.dt = RCOLL_UINT8; break;
-    case at::kBool: r.dt = RCOLL_UINT8; break;
-    case at::kInt: r.dt = RCOLL_INT32; break;
-    case at::kLong: r.dt = RCOLL_INT64; break;
+    case at::kFloat: *dt = RCOLL_FLOAT32; break;
+    case at::kDouble: *dt = RCOLL_FLOAT64; break;
+    case at::kHalf: *dt = RCOLL_FLOAT16; break;
+    case at::kBFloat16: *dt = RCOLL_BFLOAT16; break;
+    case at::kChar: *dt = RCOLL_INT8; break;
+    case at::kByte: *dt = RCOLL_UINT8; break;
+    case at::kBool: *dt = RCOLL_UINT8; break;
+    case at::kInt: *dt = RCOLL_INT32; break;
+    case at::kLong: *dt = RCOLL_INT64; break;
 #if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 3
-    case at::kUInt32: r.dt = RCOLL_UINT32; break;
-    case at::kUInt64: r.dt = RCOLL_UINT64; break;
+    case at::kUInt32: *dt = RCOLL_UINT32; break;
+    case at::kUInt64: *dt = RCOLL_UINT64; break;
 #endif
     default:
         TORCH_CHECK(false, "rcoll ", call, ": dtype ", st,
@@ -97,23 +96,23 @@ Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
                     "float64, bool and complex)");
     }
     switch (rop.op_) {
-    case R::SUM: r.op = is_bool ? RCOLL_MAX : RCOLL_SUM; break; /* or */
-    case R::PRODUCT: r.op = is_bool ? RCOLL_MIN : RCOLL_PROD; break; /* and */
-    case R::MIN: r.op = RCOLL_MIN; break;
-    case R::MAX: r.op = RCOLL_MAX; break;
+    case R::SUM: *op = is_bool ? RCOLL_MAX : RCOLL_SUM; break; /* or */
+    case R::PRODUCT: *op = is_bool ? RCOLL_MIN : RCOLL_PROD; break; /* and */
+    case R::MIN: *op = RCOLL_MIN; break;
+    case R::MAX: *op = RCOLL_MAX; break;
     case R::AVG:
         TORCH_CHECK(!is_bool, "rcoll ", call, ": AVG of bool tensors");
-        r.op = RCOLL_AVG;
+        *op = RCOLL_AVG;
         break;
     case R::BAND:
         TORCH_CHECK(is_bool, "rcoll ", call,
                     ": BAND is supported for bool tensors only");
-        r.op = RCOLL_MIN;
+        *op = RCOLL_MIN;
         break;
     case R::BOR:
         TORCH_CHECK(is_bool, "rcoll ", call,
                     ": BOR is supported for bool tensors only");
-        r.op = RCOLL_MAX;
+        *op = RCOLL_MAX;
         break;
     case R::PREMUL_SUM:
         TORCH_CHECK(false, "rcoll ", call,
@@ -124,6 +123,15 @@ Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
                     static_cast<int>(rop.op_), " is not supported (SUM, AVG, "
                     "PRODUCT, MIN, MAX; BAND/BOR on bool)");
     }
+}
+
+Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
+                    const char *call)
+{
+    Reduction r{contig, RCOLL_FLOAT32, RCOLL_SUM};
+    reduce_types(contig.scalar_type(), rop, call, &r.dt, &r.op);
+    if (contig.is_complex())
+        r.t = at::view_as_real(contig);
     return r;
 }
 
@@ -131,7 +139,9 @@ Reduction reduction(const at::Tensor &contig, const c10d::ReduceOp &rop,
 void check_reducible(const at::Tensor &t, const c10d::ReduceOp &rop,
                      const char *call)
 {
-    (void)reduction(at::empty({0}, t.options()), rop, call);
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    reduce_types(t.scalar_type(), rop, call, &dt, &op);
 }
 
 } // namespace
@@ -142,10 +152,20 @@ RcollWork::RcollWork(int rank, c10d::OpType type, const char *title_,
                      std::vector<at::Tensor> outputs, std::function<void()> fn,
                      std::chrono::milliseconds timeout_)
     : c10d::Work(rank, type, title_), title(title_), run(std::move(fn)),
-      timeout(timeout_), outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get())))
+      timeout(timeout_), outputs_(std::move(outputs))
 {
+}
+
+/* The future is made when asked for: most works are only waited on, and
+ * making, completing and freeing one per call cost more than the rest of
+ * the backend's own part of a small call. */
+void RcollWork::settle(const c10::intrusive_ptr<c10::ivalue::Future> &f,
+                       std::exception_ptr err)
+{
+    if (err)
+        f->setError(err);
+    else
+        f->markCompleted(c10::IValue(outputs_));
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> RcollWork::getFuture()
@@ -155,7 +175,21 @@ c10::intrusive_ptr<c10::ivalue::Future> RcollWork::getFuture()
     ProcessGroupRcoll *g = pg.load();
     if (g && !c10d::Work::isCompleted())
         g->want(this);
-    return future_;
+    static const c10::TypePtr type =
+        c10::ListType::create(c10::TensorType::get());
+    c10::intrusive_ptr<c10::ivalue::Future> f;
+    bool settle_now = false;
+    {
+        std::lock_guard<std::mutex> lk(fut_mu_);
+        if (!future_) {
+            future_ = c10::make_intrusive<c10::ivalue::Future>(type);
+            settle_now = done_; /* complete() has run: it saw no future */
+        }
+        f = future_;
+    }
+    if (settle_now)
+        settle(f, err_);
+    return f;
 }
 
 bool RcollWork::isCompleted()
@@ -188,11 +222,16 @@ std::chrono::milliseconds RcollWork::getTimeout() const
 void RcollWork::complete(std::exception_ptr err)
 {
     run = nullptr; /* drops the tensors the closure held */
+    c10::intrusive_ptr<c10::ivalue::Future> f;
+    {
+        std::lock_guard<std::mutex> lk(fut_mu_);
+        done_ = true;
+        err_ = err;
+        f = future_;
+    }
     finish(err);
-    if (err)
-        future_->setError(err);
-    else
-        future_->markCompleted(c10::IValue(outputs_));
+    if (f) /* else getFuture() settles the one it makes */
+        settle(f, err);
 }
 
 /* ------------------------------------------------------------------ */

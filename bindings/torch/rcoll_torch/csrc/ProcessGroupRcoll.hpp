@@ -75,8 +75,14 @@ class RcollWork : public c10d::Work {
     bool wanted = false; /* its future was asked for (the group's mu_) */
 
   private:
+    void settle(const c10::intrusive_ptr<c10::ivalue::Future> &f,
+                std::exception_ptr err);
+
     std::vector<at::Tensor> outputs_;
-    c10::intrusive_ptr<c10::ivalue::Future> future_;
+    std::mutex fut_mu_; /* guards the three below */
+    c10::intrusive_ptr<c10::ivalue::Future> future_; /* made on demand */
+    bool done_ = false;                              /* complete() ran */
+    std::exception_ptr err_;
 };
 
 class ProcessGroupRcoll : public c10d::Backend {
