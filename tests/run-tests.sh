@@ -176,6 +176,7 @@ t "fail: late_abort, tcp" 90 env RCOLL_TRANSPORTS=tcp "$B/tests/test_fail" late_
 t "fail: abort_race, 1000 trials: calls racing an abort from another thread" 120 \
     "$B/tests/test_fail" abort_race 1000
 t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"
+t "shm: 2 ranks on one core stay fast (spin budget)" 120 sh "$S/tests/test_shared_core.sh" "$B"
 t "launch: rcoll-run behaviour"     120 sh "$S/tests/test_launcher.sh" "$B"
 t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "config: settings that shape the wire must agree across ranks" 120 sh "$S/tests/test_config_agree.sh" "$B"

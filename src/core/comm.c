@@ -30,6 +30,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* an inline call's spin budget (spin_adapt) */
+#define SPIN_MAX 2048
+#define SPIN_MIN 16
+#define SPIN_BUSY_S 2e-6
+
 /* ---- errors ---- */
 
 /* Records the communicator's first error (caller holds the lock). */
@@ -388,8 +393,11 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     /* give the core away between looks: a peer, ours or not, may need it
      * (spinning with pause instead made an 8-byte all-reduce of 2 ranks
      * on a loaded 2-core machine wait out the whole spin, ~200 us) */
-    if (n == 0 && ms == 0 && !progressed)
+    if (n == 0 && ms == 0 && !progressed) {
+        double y0 = rcoll_time_sec();
         sched_yield();
+        c->yield_s = rcoll_time_sec() - y0;
+    }
     for (int i = 0; i < n; i++) {
         rcoll_ev_handler_t *h = evs[i].data.ptr;
         h->cb(h, evs[i].events);
@@ -1092,6 +1100,8 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
     c->refs = 1;
     c->epfd = c->evfd = -1;
     c->wait_tl = -1;
+    c->spin_budget = SPIN_MAX;
+    c->yield_s = -1;
     c->bs.listen_fd = c->bs.next_fd = c->bs.prev_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->engine, NULL);
@@ -1516,6 +1526,25 @@ static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
     return 1;
 }
 
+/* How long an inline call spins (pause loops) before it turns the engine,
+ * which yields the core between looks. Spinning pays while our peers run
+ * on other cores; while one waits for our core (the scheduler put two
+ * ranks on one core, a job bound to fewer cores than it has ranks on the
+ * host, a container's CPU quota) each spin only delays it: 2 ranks on one
+ * core spun 2048 pause loops, ~80 us, per 8-byte all-gather, for the ~50
+ * ms after start-up in about one run in four of rcoll-perf on these VMs
+ * before the scheduler moved a rank. So the budget follows what the
+ * engine's yields find: one that took over SPIN_BUSY_S gave the core to
+ * someone (a quarter of the budget, down to SPIN_MIN), a quick one found
+ * nobody waiting (twice the budget, up to SPIN_MAX). */
+static void spin_adapt(struct rcoll_comm *c)
+{
+    if (c->yield_s > SPIN_BUSY_S)
+        c->spin_budget = RCOLL_MAX(c->spin_budget / 4, SPIN_MIN);
+    else
+        c->spin_budget = RCOLL_MIN(c->spin_budget * 2, SPIN_MAX);
+}
+
 rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
 {
     if (!c->env.area || !coll_area_wants(s, &c->env))
@@ -1541,8 +1570,8 @@ rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
     int clock = 0; /* last_progress set: on the first slow turn */
     rcoll_status_t st = coll_area_start(s, &c->env);
     /* polling without a system call first, while every rank of the host
-     * has a core of its own: a peer is about to write */
-    int spin = c->env.local_size <= c->env.ncores ? 2048 : 0, spins = 0;
+     * may have a core of its own: a peer is about to write (spin_adapt) */
+    int spin = c->env.local_size <= c->env.ncores, spins = 0;
     while (st == RCOLL_OK) {
         int moved = 0;
         st = coll_sched_progress(s, &c->env, &moved);
@@ -1551,7 +1580,7 @@ rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
         st = RCOLL_OK;
         if (moved)
             spins = 0;
-        if (spins++ < spin) {
+        if (spin && spins++ < c->spin_budget) {
             rcoll_cpu_relax();
             continue;
         }
@@ -1559,7 +1588,10 @@ rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s)
             c->last_progress = rcoll_time_sec();
             clock = 1;
         }
+        c->yield_s = -1;
         engine_turn(c, &spin_until, 100, 100);
+        if (spin && c->yield_s >= 0)
+            spin_adapt(c);
         if ((st = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE)) != RCOLL_OK) {
             /* one more look, as the engine gives its running requests: a
              * peer that finished this call and then failed (a mismatch in

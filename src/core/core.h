@@ -37,6 +37,10 @@ struct rcoll_comm {
     rcoll_tl_ctx_t *tl_ctxs[RCOLL_MAX_TLS];
     int wait_tl;                  /* index of a transport with wait(), -1 */
     unsigned spin_turns;          /* engine turns while polling */
+    int spin_budget;              /* pause loops of an inline call before
+                                     it turns the engine (comm.c) */
+    double yield_s;               /* how long the engine's last yield
+                                     took; < 0: it did not yield */
     const rcoll_tl_ops_t **peer_tl; /* by peer: its transport */
     rcoll_tl_ep_t **eps;          /* by peer: its endpoint */
     rcoll_tl_events_t tl_events;
