@@ -3,7 +3,8 @@
  * tcp_sock_read into receive slots. The stream comes from the fuzzer
  * through a socketpair; messages are consumed as the engine would. Any
  * malformed stream must end as a failed peer with a message, never as an
- * out-of-bounds access or more messages than slots. */
+ * out-of-bounds access, more messages than slots or small payloads past
+ * the ring. */
 #include "../../src/transport/tcp/tcp.c"
 #include "fuzz_common.h"
 #include <sys/socket.h>
@@ -31,7 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.p.ev = &ev;
     ctx.nsocks = 1;
     ctx.nslots = 3; /* slots per socket, */
-    ctx.nbig = 1;   /* of which may hold a message over TCP_SMALL */
+    ctx.nbig = 1;   /* of which may hold a message over TCP_SMALL, */
+    ctx.ring_size = 2 * TCP_SMALL; /* and a ring for the smaller ones */
     ctx.listen_fd = -1;
     tcp_ep_t ep;
     memset(&ep, 0, sizeof(ep));
@@ -39,20 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ep.peer = 1;
     tcp_sock_t s;
     memset(&s, 0, sizeof(s));
-    s.ep = &ep;
+    if (tcp_sock_init(&ctx, &ep, &s, 0) != 0) {
+        s.closed = 0; /* (sv[0] is closed below) */
+        goto out;
+    }
     s.fd = sv[0];
-    s.slot = calloc(3, sizeof(char *));
-    s.slot_hdr = calloc(3, sizeof(rcoll_msg_hdr_t));
-    s.slot_pay = calloc(3, sizeof(char *));
-    s.slot_big = calloc(3, sizeof(char *));
-    s.slot_isbig = calloc(3, 1);
-    s.tx_isbig = calloc(3, 1);
-    s.pool = calloc(1, sizeof(char *));
-    s.pool_all = calloc(1, sizeof(char *));
-    rcoll_slots_init(&s.sl, 3);
+    s.closed = 0;
     s.sl.credits = 0; /* ours all spent: the peer may hand back up to 3 */
-    s.txq_cap = 8;
-    s.txq = calloc(8, sizeof(tcp_txitem_t));
     ep.socks = &s;
     fuzz_failed = 0;
     if (size && write(sv[1], data, size) != (ssize_t)size)
@@ -80,11 +75,12 @@ out:
     if (!s.closed)
         close(sv[0]);
     close(sv[1]);
-    for (int i = 0; i < 3; i++)
-        free(s.slot[i]);
     for (int i = 0; i < s.nalloc; i++)
         free(s.pool_all[i]);
-    free(s.slot);
+    free(s.ring);
+    free(s.slot_off);
+    free(s.slot_ring);
+    free(s.tx_ring);
     free(s.slot_big);
     free(s.slot_isbig);
     free(s.tx_isbig);

@@ -6,7 +6,8 @@
 # FUZZ_ASSERT fails the target; the input is kept in OUT/TARGET/crash-*.
 # One PASS/FAIL line per target, then "N passed, M failed".
 # Usage: run.sh BUILDDIR OUTDIR [SECONDS]   (BUILDDIR: a configured build,
-# for its config.h). Skips (77) without clang's libFuzzer.
+# for its config.h). Skips (77) without clang's libFuzzer. FUZZ_TARGETS
+# (a space-separated list, e.g. tcp_stream) runs only those.
 B=$(cd "$1" && pwd); O=$2; SECS=${3:-30}
 S=$(cd "$(dirname "$0")/../.." && pwd)
 CC=${FUZZ_CC:-clang}
@@ -24,7 +25,7 @@ pass=0; fail=0
 LIBS="-lpthread -lm"
 grep -q '^#define HAVE_VERBS 1' "$B/config.h" && grep -q '^#define HAVE_RDMACM 1' "$B/config.h" &&
     LIBS="$LIBS -libverbs -lrdmacm"
-for t in unique_id boot_table config auth tcp_stream ib_signal shm_ring topo_xml diag_msg; do
+for t in ${FUZZ_TARGETS:-unique_id boot_table config auth tcp_stream ib_signal shm_ring topo_xml diag_msg}; do
     src="$S/tests/fuzz/fuzz_$t.c"
     if ! $CC $FL $INC "$src" $CORE -o "$O/fuzz_$t" $LIBS > "$O/$t.build.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL  fuzz: $t (build)"; tail -n 20 "$O/$t.build.log"; continue
