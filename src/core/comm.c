@@ -1532,7 +1532,7 @@ static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
  * ranks on one core, a job bound to fewer cores than it has ranks on the
  * host, a container's CPU quota) each spin only delays it: 2 ranks on one
  * core spun 2048 pause loops, ~80 us, per 8-byte all-gather, for the ~50
- * ms after start-up in about one run in four of rcoll-perf on these VMs
+ * ms after start-up in one run in 4 to 6 of rcoll-perf on these VMs
  * before the scheduler moved a rank. So the budget follows what the
  * engine's yields find: one that took over SPIN_BUSY_S gave the core to
  * someone (a quarter of the budget, down to SPIN_MIN), a quick one found
