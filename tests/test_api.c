@@ -151,10 +151,12 @@ static void one_rank(void)
 /* Every call on a destroyed or aborted communicator: an argument error
  * naming the call (the handle is checked against the live communicators
  * before it is touched; under ASan this test also proves no freed memory
- * is read). */
+ * is read). how 2 and 3 make a call first, so that this thread's cache of
+ * the last communicator it found live (core/comm.c, live_gen) holds the
+ * handle when it dies. */
 static void dead_handles(void)
 {
-    for (int how = 0; how < 2; how++) {
+    for (int how = 0; how < 4; how++) {
         rcoll_unique_id_t id;
         rcoll_comm_t c;
         float buf[4] = {0};
@@ -165,7 +167,13 @@ static void dead_handles(void)
         CHECK(rcoll_get_unique_id(&id) == RCOLL_OK &&
                   rcoll_comm_init_rank(&c, 1, &id, 0) == RCOLL_OK,
               "init: %s", rcoll_last_error());
-        if (how == 0)
+        if (how >= 2)
+            CHECK(rcoll_allreduce(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM, c,
+                                  NULL) == RCOLL_OK &&
+                      rcoll_allreduce(buf, buf, 1, RCOLL_FLOAT32, RCOLL_SUM,
+                                      c, NULL) == RCOLL_OK,
+                  "a call before it dies: %s", rcoll_last_error());
+        if (how % 2 == 0)
             CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "destroy");
         else
             CHECK(rcoll_comm_abort(c) == RCOLL_OK, "abort");

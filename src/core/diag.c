@@ -251,7 +251,7 @@ static void answer(struct rcoll_diag *d, const rcoll_diag_msg_t *q)
                  coll_kind_name(s->kind), (unsigned long long)s->seq, step);
     } else {
         a.state = RCOLL_DIAG_IDLE;
-        a.seq = c->coll_seq;
+        a.seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&c->lock);
     rcoll_debug(RCOLL_SUBSYS_COLL, "diagnosis: rank %d asks; state %u peer %d",
