@@ -161,8 +161,18 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
                 (H - 1) * sub / m.g;
         } else if (!strcmp(nm, "flat")) {
             /* one dependent round; the other n - 2 messages are only
-             * posted; n - 1 inputs moved and reduced */
-            t = m.a + (n - 2) * m.a_raw +
+             * posted; n - 1 inputs moved and reduced. Over a network
+             * transport with more ranks than cores, each of the n - 1
+             * messages also needs its sender and then the receiver to
+             * get a core for a system call (TCP): each costs the scaled
+             * alpha (TCP, 5 interleaved rounds, flat against recursive
+             * doubling: 8 ranks on 2 cores, 8 B - 8 KiB, 1.9-2.5x
+             * slower; 16 ranks 2.8-3.4x; which the unscaled posting had
+             * chosen). Over shared memory a sender writes into the
+             * receiver's ring on its own: there flat stays ahead (8
+             * ranks, 8-512 B, 0.70-0.77 of recursive doubling's time) */
+            int net = e->link_name && strcmp(e->link_name, "shm") != 0;
+            t = m.a + (n - 2) * (net ? m.a : m.a_raw) +
                 (n - 1) * (nch(&m, S, c) > 1 ? nch(&m, S, c) - 1 : 0) * m.a +
                 (n - 1) * (S / m.b + S / m.g);
         } else { /* rabenseifner: each step waits for the whole previous */
