@@ -1,6 +1,6 @@
 #!/bin/sh
 # rcoll-run itself: environment, tagged output, a failing rank stops the
-# others and sets the exit status, --timeout, -k; and a bad RCOLL_*
+# others and sets the exit status, --timeout, -k, --spread; and a bad RCOLL_*
 # value is reported by name. Usage: test_launcher.sh BUILDDIR
 B=$1
 RUN="$B/tools/rcoll-run"
@@ -55,6 +55,41 @@ for r in 0 1; do
     grep -q "^\[$r\] usr1-$r$" "$out" || fail "SIGUSR1 did not reach rank $r"
     grep -q "^\[$r\] done-$r$" "$out" || fail "rank $r did not go on after SIGUSR1"
 done
+rm -f "$out"
+
+# --spread: rank r starts bound to the (r mod k)-th CPU rcoll-run may use
+# (both ranks of a 2-rank job shared one core for whole short runs
+# without it); after the window every thread still bound so, one created
+# after the start too, gets the whole set back; a rank that bound itself
+# elsewhere keeps its own binding; --spread 0 binds nothing
+allowed=$(grep Cpus_allowed_list /proc/self/status | awk '{print $2}')
+cpus=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+set -- $cpus
+k=$#
+first=$1
+second=${2:-$1}
+out=$(mktemp)
+"$RUN" -n 3 --spread 200 sh -c '
+    a=$(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")
+    if [ "$RCOLL_RANK" = 1 ] && [ "$0" != "$1" ]; then taskset -pc "$0" $$ > /dev/null; fi
+    sleep 2 & c=$!
+    sleep 0.6
+    b=$(grep Cpus_allowed_list /proc/$$/status | awk "{print \$2}")
+    d=$(grep Cpus_allowed_list /proc/$c/status | awk "{print \$2}")
+    kill $c
+    echo "rank $RCOLL_RANK start $a later $b child $d"' "$first" "$second" > "$out" 2>&1 ||
+    fail "--spread run exited $?"
+cat "$out"
+grep -q "^rank 0 start $first later $allowed child $allowed$" "$out" ||
+    fail "--spread: rank 0 (or the process it started) still bound"
+grep -q "^rank 2 start $( [ $k -ge 3 ] && echo "$3" || echo "$first") later $allowed child $allowed$" "$out" ||
+    fail "--spread: rank 2"
+if [ $k -ge 2 ]; then
+    grep -q "^rank 1 start $second later $first child" "$out" ||
+        fail "--spread: rank 1 bound itself to CPU $first and lost it"
+fi
+"$RUN" -n 2 --spread 0 sh -c 'echo "rank $RCOLL_RANK $(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")"' > "$out" 2>&1
+grep -c " $allowed$" "$out" | grep -q '^2$' || { cat "$out"; fail "--spread 0 bound a rank"; }
 rm -f "$out"
 
 # usage errors
