@@ -34,8 +34,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: rcoll-run -n N [-t] [-k] [--timeout SEC] [--] program "
-            "[args...]\n"
+            "usage: rcoll-run -n N [-t] [-k] [--timeout SEC] [--spread MS] "
+            "[--] program [args...]\n"
             "  -n N           number of processes (ranks 0..N-1)\n"
             "  -t, --tag      prefix every output line with [rank]\n"
             "  -k, --keep-going  do not kill the others when one fails\n"

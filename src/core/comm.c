@@ -467,8 +467,8 @@ static struct rcoll_comm *live_head;
  * live_gen reads g, so its next calls on c skip the lock and the walk: a
  * small blocking call made ten atomic operations, and each drains the
  * store buffer, whose stores to the shared area wait for their cache
- * lines (2 ranks, 32-byte shm broadcast: the lock-free path ~0.13 us,
- * 0.15-0.18 with the locks). */
+ * lines (2 ranks, 32-byte shm broadcast: 0.18 -> 0.15 us with this and
+ * the inline path's lock-free start, docs/design.md). */
 static uint64_t live_gen = 1; /* a thread's cache starts at 0: no match */
 static __thread struct rcoll_comm *live_seen;
 static __thread uint64_t live_seen_gen;
