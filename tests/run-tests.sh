@@ -155,12 +155,15 @@ done
 t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     "$RUN" -n 4 "$B/tests/test_nonblocking"
 # the shared area (coll/area.c; the shm matrices above run it too, for
-# every small call): blocking and non-blocking mixed per rank, up to 8 in
-# flight, skewed ranks; 'shared' is left out of the forced-algorithm loop
-# above, which would run it only where the tuner's area runs anyway
+# every small call): blocking and non-blocking mixed per rank, up to 80 in
+# flight, skewed ranks; 3 ranks with a 16 KiB data space (RCOLL_SHM_AREA
+# 8K), so that inputs wrap round it often; 'shared' is left out of the
+# forced-algorithm loop above, which would run it only where the tuner's
+# area runs anyway
 for n in 3 8; do
-    t "area: shared-area collectives under stress, $n ranks" 300 sh -c \
-        "RCOLL_TIMEOUT=30 RCOLL_DEBUG=info RCOLL_TRANSPORTS=shm '$RUN' -n $n '$B/tests/test_area' 2000 > '$LOGDIR/area_$n.out' 2>&1; rc=\$?; grep -v 'rcoll INFO' '$LOGDIR/area_$n.out'; [ \$rc = 0 ] && grep -q 'shared area in use' '$LOGDIR/area_$n.out'"
+    a=""; [ $n = 3 ] && a="RCOLL_SHM_AREA=8192"
+    t "area: shared-area collectives under stress, $n ranks${a:+, $a}" 300 sh -c \
+        "$a RCOLL_TIMEOUT=30 RCOLL_DEBUG=info RCOLL_TRANSPORTS=shm '$RUN' -n $n '$B/tests/test_area' 2000 > '$LOGDIR/area_$n.out' 2>&1; rc=\$?; grep -v 'rcoll INFO' '$LOGDIR/area_$n.out'; [ \$rc = 0 ] && grep -q 'shared area in use' '$LOGDIR/area_$n.out'"
 done
 t "area: RCOLL_SHM_AREA=0 (messages only), 3 ranks" 300 sh -c \
     "RCOLL_SHM_AREA=0 RCOLL_DEBUG=info RCOLL_TRANSPORTS=shm '$RUN' -n 3 '$B/tests/test_area' 100 > '$LOGDIR/area_off.out' 2>&1; rc=\$?; grep -v 'rcoll INFO' '$LOGDIR/area_off.out'; [ \$rc = 0 ] && ! grep -q 'shared area in use' '$LOGDIR/area_off.out'"

@@ -4,9 +4,12 @@
  * message algorithms run between them), types, ops and roots, each rank
  * choosing by itself whether to call the blocking or the non-blocking form
  * (so the same operation runs inline on one rank and through the engine on
- * another), up to 20 in flight at once (so a descriptor line, 16 of them,
- * or a data buffer, 2, is wanted again while a rank still reads it), and
- * random delays on random ranks (so some run ahead). Every result is checked bit for bit against tests/ref.h.
+ * another), up to 20 in flight at once, and one round in 8 up to 80
+ * (so a descriptor line, 64 of them, is wanted again while a rank still
+ * reads it; with a small RCOLL_SHM_AREA the data space's bytes are too),
+ * half of those a burst of broadcasts or reduces from one root, with the
+ * ranks that read held back (so the others run a lap ahead), and random
+ * delays on random ranks. Every result is checked bit for bit against tests/ref.h.
  * Run under rcoll-run. usage: test_area [ROUNDS] */
 #include "ref.h"
 #include <stdint.h>
@@ -25,7 +28,7 @@ static const char *const kname[] = {"allreduce", "broadcast", "allgather",
                                     "reduce_scatter", "reduce", "alltoall",
                                     "barrier"};
 
-#define MAXQ 20
+#define MAXQ 80
 
 typedef struct {
     int kind, root, nb, inplace;
@@ -136,7 +139,18 @@ int main(int argc, char **argv)
     int nops = 0, nb_ops = 0;
     for (int r = 0; r < rounds && !failures; r++) {
         op_t q[MAXQ];
-        int nq = 1 + (int)(next(&all) % MAXQ);
+        int big = next(&all) % 8 == 0;
+        int nq = 1 + (int)(next(&all) % (big ? MAXQ : 20));
+        /* half the big rounds: a burst of more broadcasts (or reduces)
+         * from one root than there are lines, the ranks that read held
+         * back, so the others run a whole lap ahead */
+        int burst = big && next(&all) % 2 ? 1 + (int)(next(&all) % 2) : 0;
+        int broot = (int)(next(&all) % (uint64_t)n);
+        if (burst) {
+            nq = MAXQ - (int)(next(&all) % 8);
+            if ((burst == 1) == (rank != broot))
+                usleep(2000);
+        }
         for (int i = 0; i < nq; i++) {
             op_t *o = &q[i];
             memset(o, 0, sizeof(*o));
@@ -153,10 +167,15 @@ int main(int argc, char **argv)
                                       : 4000 + next(&all) % 3000;
             o->root = (int)(next(&all) % (uint64_t)n);
             o->inplace = (int)(next(&all) % 3 == 0);
+            if (burst) {
+                o->kind = burst == 1 ? K_BCAST : K_REDUCE;
+                o->root = broot;
+                o->count = z < 16 ? 1 + z % 3 : 1 + z * 7;
+            }
             o->nb = (int)(next(&mine) % 2); /* each rank its own choice */
             if (next(&mine) % 6 == 0)
                 usleep((useconds_t)(next(&mine) % 400));
-            rcoll_status_t st = post(c, o, r * 16 + i);
+            rcoll_status_t st = post(c, o, r * MAXQ + i);
             CHECK(st == RCOLL_OK, "round %d op %d (%s count %zu, %s): %s", r,
                   i, kname[o->kind], o->count, o->nb ? "non-blocking" :
                   "blocking", rcoll_last_error());

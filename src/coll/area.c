@@ -3,17 +3,19 @@
  *
  * Each rank's shared-memory segment holds an area (transport op area()):
  * a line of two counters, `posted` and `done`, written by the owner only,
- * RCOLL_AREA_NDESC slots of 1 KiB and two data buffers of RCOLL_SHM_AREA
- * bytes. Operation k of the area (every rank numbers them alike:
- * collectives are posted in the same order everywhere, and whether one
- * takes the area depends only on its arguments) uses slot k % NDESC: a
- * descriptor line, with the input right after it when it fits (up to
- * 984 bytes), else in the next data buffer in turn (area_assign):
+ * RCOLL_AREA_NDESC (64) slots of 1 KiB and a data space of twice
+ * RCOLL_SHM_AREA bytes. Operation k of the area (every rank numbers them
+ * alike: collectives are posted in the same order everywhere, and whether
+ * one takes the area depends only on its arguments) uses slot k % NDESC:
+ * a descriptor line, with the input right after it when it fits (up to
+ * 984 bytes), else in the data space (area_assign: a ring for broadcast
+ * and reduce, whose ranks may run ahead, the two halves in turn for the
+ * rest):
  *
  *   1. publish: a rank whose input someone reads (all of them, except
  *      broadcast, where only the root's is read) waits until every rank,
- *      itself included, has finished the operation that used the line or
- *      buffer before (their `done`: nobody still reads it), copies its
+ *      itself included, has finished the operations that used the line or
+ *      bytes before (their `done`: nobody still reads them), copies its
  *      input and the call's descriptor in and stores the line's seq = k
  *      (release);
  *   2. consume: it waits for the seq of the ranks whose input it needs,
@@ -24,7 +26,7 @@
  *   3. finish: done = k, in order.
  *
  * One round: no message, no slot, no credit; a rank is done as soon as the
- * inputs it needs are there, and a broadcast root may run 16 calls ahead
+ * inputs it needs are there, and a broadcast root may run 64 calls ahead
  * of its readers. A counter store wakes peers asleep in the transport's
  * wait(), which watches the counters. The engine drives this like any
  * schedule (coll_sched_progress), so it runs beside every other operation
@@ -58,9 +60,13 @@ struct coll_area {
     uint64_t published;     /* operations past step 1 here, in order */
     uint64_t finished;      /* operations finished here, in order */
     uint64_t *seen_done;    /* by rank: its `done`, as last read */
-    uint64_t dseq;          /* operations whose input needed a data buffer */
-    uint64_t dlast[2];      /* by data buffer: the operation that used it
-                               last */
+    size_t ring;            /* bytes of the data space (2 * data) */
+    size_t dcur;            /* where the next rooted input goes */
+    uint64_t dalt;          /* unrooted inputs placed so far */
+    size_t dstart[RCOLL_AREA_NDESC]; /* by operation k % NDESC: where its
+                               input lies in the data space, plus one
+                               (0: in its line) */
+    size_t dlen[RCOLL_AREA_NDESC];
     const rcoll_tl_ops_t *tl;
     rcoll_tl_ctx_t *ctx;
     int wake_pending;       /* posted without waking sleepers yet */
@@ -79,10 +85,10 @@ static inline area_desc_t *area_desc(const coll_area_t *a, int r, uint64_t k)
 static inline char *area_data(const coll_area_t *a, int r,
                               const coll_sched_t *s)
 {
-    if (s->adbuf < 0)
+    if (s->adoff == SIZE_MAX)
         return area_desc(a, r, s->aseq)->data;
     return a->base[r] + AREA_CL + RCOLL_AREA_SLOT * RCOLL_AREA_NDESC +
-           (size_t)s->adbuf * a->data;
+           s->adoff;
 }
 
 coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
@@ -110,6 +116,7 @@ coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
     /* the smallest area of all, so every rank computes the same size */
     a->data = ((min - AREA_CL - RCOLL_AREA_SLOT * RCOLL_AREA_NDESC) / 2) &
               ~(size_t)(AREA_CL - 1);
+    a->ring = 2 * a->data;
     a->n = n;
     a->rank = rank;
     a->tl = tl;
@@ -198,23 +205,49 @@ rcoll_status_t coll_area_build(coll_sched_t *s, const coll_env_t *e)
     return coll_area_start(s, e);
 }
 
-/* The operation's number, descriptor line and data buffer, in posting
- * order: every rank gives the same to the same call. */
+/* The operation's number, descriptor line and place in the data space,
+ * in posting order: every rank gives the same to the same call.
+ *
+ * A broadcast or reduce, whose root reads nothing (broadcast) or whose
+ * other ranks read nothing (reduce), lets ranks run ahead: their inputs
+ * go round the data space as a ring, one after the other, so that up to
+ * NDESC of them may be in flight. The others cannot get more than one
+ * operation ahead (each needs every rank's input before it finishes):
+ * their inputs alternate between the two halves, the same bytes every
+ * other call (the lines stay in the caches). */
 static void area_assign(coll_sched_t *s, coll_area_t *a)
 {
     uint64_t k = ++a->seq;
+    unsigned i = (unsigned)(k % RCOLL_AREA_NDESC);
     s->aseq = k;
     s->ain = area_in_bytes(s, a->n);
     /* reusable once every rank (this one too) has finished the operation
-     * that used them before: the line's, NDESC earlier, and the data
-     * buffer's */
+     * that used them before: the line's, NDESC earlier, and the newest
+     * one whose input lay where this one's will (ranks finish in order,
+     * so the older ones are over too) */
     s->aneed = k > RCOLL_AREA_NDESC ? k - RCOLL_AREA_NDESC : 0;
-    s->adbuf = -1;
+    s->adoff = SIZE_MAX;
+    a->dstart[i] = 0;
     if (s->ain > AREA_INLINE) {
-        s->adbuf = (int)(a->dseq++ & 1);
-        if (a->dlast[s->adbuf] > s->aneed)
-            s->aneed = a->dlast[s->adbuf];
-        a->dlast[s->adbuf] = k;
+        size_t p, len = s->ain; /* at most half the space */
+        if (s->kind == COLL_BROADCAST || s->kind == COLL_REDUCE) {
+            p = a->dcur + len <= a->ring ? a->dcur : 0;
+            a->dcur = (p + len + AREA_CL - 1) & ~(size_t)(AREA_CL - 1);
+        } else {
+            p = (a->dalt++ & 1) ? a->ring / 2 : 0;
+        }
+        for (uint64_t j = 1; j < RCOLL_AREA_NDESC && j < k; j++) {
+            unsigned o = (unsigned)((k - j) % RCOLL_AREA_NDESC);
+            size_t st = a->dstart[o];
+            if (st && st - 1 < p + len && p < st - 1 + a->dlen[o]) {
+                if (k - j > s->aneed)
+                    s->aneed = k - j;
+                break;
+            }
+        }
+        a->dstart[i] = p + 1;
+        a->dlen[i] = len;
+        s->adoff = p;
     }
     s->area = 1;
     s->aphase = 0;

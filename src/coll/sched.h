@@ -193,7 +193,8 @@ typedef struct coll_sched {
     uint64_t aneed;         /* its line and buffer are free once every
                                rank has finished this operation */
     size_t ain;             /* bytes of input a rank publishes */
-    int adbuf;              /* its data buffer (0, 1), -1: in the line */
+    size_t adoff;           /* its input's offset in the data ring;
+                               SIZE_MAX: in its line */
 } coll_sched_t;
 
 rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step);

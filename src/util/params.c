@@ -253,7 +253,7 @@ static const param_t params[] = {
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
     P("SHM_AREA", "64K", "size", shm_area, size,
-      "bytes of each of the two buffers in a rank's shared area (its "
+      "bytes of each half of the data space in a rank's shared area (its "
       "/dev/shm segment), through which ranks that all share one host run "
       "small collectives with flags instead of messages; 0 turns the area "
       "off"),
