@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     uint64_t all = 0x9e3779b97f4a7c15ull, mine = 0x2545f4914f6cdd1dull +
                                                   (uint64_t)rank * 7919;
     int nops = 0, nb_ops = 0;
-    long f64 = 0;
+    long faults = 0;
     /* the area's pages are all mapped at setup (area_prefault): after one
      * call of each, 64 small all-reduces (a descriptor line each) and 64
      * broadcasts of 4000 bytes from rank 0 (round its data ring) took 0-1
@@ -163,11 +163,11 @@ int main(int argc, char **argv)
             rcoll_broadcast(bb, bb, sizeof(bb), RCOLL_UINT8, 0, c, NULL);
         }
         getrusage(RUSAGE_SELF, &u1);
-        f64 = u1.ru_minflt - u0.ru_minflt;
+        faults = u1.ru_minflt - u0.ru_minflt;
         const char *ae = getenv("RCOLL_SHM_AREA"); /* 0: messages */
-        CHECK(f64 <= 3 || (ae && !strcmp(ae, "0")), "64 small all-reduces and 64 broadcasts took %ld "
-              "page faults (the shared area's pages are not mapped at "
-              "setup)", f64);
+        CHECK(faults <= 3 || (ae && !strcmp(ae, "0")),
+              "64 small all-reduces and 64 broadcasts took %ld page faults "
+              "(the shared area's pages are not mapped at setup)", faults);
         CHECK(y == (int64_t)n * (n - 1) / 2, "all-reduce: %lld",
               (long long)y);
         CHECK(bb[0] == 63 && bb[3999] == 63, "broadcast: %d", bb[0]);
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
     printf("test_area: rank %d of %d: %d operations (%d non-blocking), %d "
            "checks, %lld failures in all; %ld page faults in the first 128 "
            "calls\n", rank, n, nops, nb_ops, checks, (long long)tot,
-           f64);
+           faults);
     CHECK(rcoll_comm_destroy(c) == RCOLL_OK, "destroy");
     return tot || failures ? 1 : 0;
 }

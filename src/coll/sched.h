@@ -193,7 +193,7 @@ typedef struct coll_sched {
     uint64_t aneed;         /* its line and buffer are free once every
                                rank has finished this operation */
     size_t ain;             /* bytes of input a rank publishes */
-    size_t adoff;           /* its input's offset in the data ring;
+    size_t adoff;           /* its input's offset in the data space;
                                SIZE_MAX: in its line */
 } coll_sched_t;
 
