@@ -190,7 +190,9 @@ RCOLL_API rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm);
 /* Each returns RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT (NULL comm, NULL buffer */
 /* with count > 0, unknown datatype/op, root out of range, count * size     */
 /* overflow), or the communicator's error (RCOLL_ERR_REMOTE, _TIMEOUT,      */
-/* _MISMATCH, _ABORTED). count == 0 is legal and moves nothing.             */
+/* _MISMATCH, _ABORTED). count == 0 is legal and moves nothing: all but    */
+/* all-to-allv and the barrier then return at once, without waiting for    */
+/* any peer (as Open MPI and NCCL do); a non-blocking one is done at once.  */
 /* ------------------------------------------------------------------------ */
 
 /** recvbuf[i] = op over all ranks of sendbuf[i], on every rank.

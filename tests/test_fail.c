@@ -23,7 +23,8 @@
  *             the caller's thread); rank 3 joins it 30 ms later and aborts
  *             the communicator as soon as its own barrier returns. Every
  *             rank had arrived before the abort, so every barrier returns
- *             OK; the next call fails naming rank 3. (The first version of
+ *             OK; the next call fails naming rank 3, and so do count-0
+ *             calls, which return at once. (The first version of
  *             the inline path failed a waiting rank's finished barrier
  *             when the abort was seen before the peer's arrival: CI saw it
  *             once as a mismatch test whose ranks 1 and 3 failed their
@@ -361,6 +362,20 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
             if (!ok)
                 printf("rank %d: allreduce after the abort: %s: %s\n", rank,
                        rcoll_status_string(st), rcoll_last_error());
+            /* a call with nothing to move returns at once, but not OK on
+             * a failed communicator: blocking, and non-blocking */
+            rcoll_request_t zr = NULL;
+            rcoll_status_t z1 = rcoll_allreduce(NULL, NULL, 0, RCOLL_FLOAT32,
+                                                RCOLL_SUM, c, NULL);
+            int z1ok = z1 == RCOLL_ERR_REMOTE && names(rcoll_last_error(), 3);
+            rcoll_status_t z2 = rcoll_ibroadcast(NULL, NULL, 0, RCOLL_FLOAT32,
+                                                 0, c, NULL, &zr);
+            int z2ok = z2 == RCOLL_ERR_REMOTE && names(rcoll_last_error(), 3);
+            if (!z1ok || !z2ok)
+                printf("rank %d: count-0 calls after the abort: %s, %s: "
+                       "%s\n", rank, rcoll_status_string(z1),
+                       rcoll_status_string(z2), rcoll_last_error());
+            ok = ok && z1ok && z2ok;
         }
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;

@@ -1,11 +1,14 @@
 /* Non-blocking forms with many operations in flight at once (posted back to
- * back, completed in any order by test/wait), and two communicators driven
- * from two threads of every process at the same time. Run under rcoll-run. */
+ * back, completed in any order by test/wait), count-0 calls that return at
+ * once, and two communicators driven from two threads of every process at
+ * the same time. Run under rcoll-run. */
 #include "ref.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static int rank, n;
 #define CHECK_RANK rank
@@ -93,6 +96,97 @@ static void in_flight(rcoll_comm_t c, int salt)
     }
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Count 0 of every collective whose count all ranks pass alike: legal with
+ * NULL buffers, touches no buffer, and completes at once without waiting
+ * for any peer (Open MPI and NCCL return at once too). Rank n-1 joins
+ * 300 ms late; the others' 8,000 such calls (blocking and non-blocking,
+ * between real operations) must be done well before it comes, and the
+ * real operations around them must still be bit-exact. */
+static void zero_count(rcoll_comm_t c)
+{
+    enum { NK = 8, LATE_MS = 300 };
+    int32_t guard[4] = {7, 7, 7, 7};
+    int32_t v = rank + 1, sum = 0;
+    rcoll_request_t rq[NK], big;
+    if (rank == n - 1 && n > 1)
+        usleep(LATE_MS * 1000);
+    double t0 = now_s();
+    /* a real operation in flight across the count-0 calls */
+    CHECK(rcoll_iallreduce(&v, &sum, 1, RCOLL_INT32, RCOLL_SUM, c, NULL,
+                           &big) == RCOLL_OK, "iallreduce: %s",
+          rcoll_last_error());
+    int bad = 0;
+    for (int it = 0; it < 500; it++) {
+        rcoll_status_t st[2 * NK];
+        int k = 0;
+        /* blocking, NULL buffers */
+        st[k++] = rcoll_allreduce(NULL, NULL, 0, RCOLL_FLOAT32, RCOLL_SUM, c,
+                                  NULL);
+        st[k++] = rcoll_allgather(NULL, NULL, 0, RCOLL_INT8, c, NULL);
+        st[k++] = rcoll_broadcast(NULL, NULL, 0, RCOLL_FLOAT64, it % n, c,
+                                  NULL);
+        st[k++] = rcoll_reduce_scatter(NULL, NULL, 0, RCOLL_INT32, RCOLL_MAX,
+                                       c, NULL);
+        st[k++] = rcoll_reduce(NULL, NULL, 0, RCOLL_INT64, RCOLL_PROD,
+                               (it + 1) % n, c, NULL);
+        st[k++] = rcoll_alltoall(NULL, NULL, 0, RCOLL_UINT8, c, NULL);
+        st[k++] = rcoll_gather(NULL, NULL, 0, RCOLL_FLOAT32, 0, c, NULL);
+        st[k++] = rcoll_scatter(NULL, NULL, 0, RCOLL_FLOAT32, n - 1, c, NULL);
+        /* non-blocking, real buffers that must stay untouched */
+        int j = 0;
+        st[k++] = rcoll_iallreduce(guard, guard + 1, 0, RCOLL_INT32,
+                                   RCOLL_SUM, c, NULL, &rq[j++]);
+        st[k++] = rcoll_iallgather(guard, guard + 1, 0, RCOLL_INT32, c, NULL,
+                                   &rq[j++]);
+        st[k++] = rcoll_ibroadcast(guard, guard + 1, 0, RCOLL_INT32, 0, c,
+                                   NULL, &rq[j++]);
+        st[k++] = rcoll_ireduce_scatter(guard, guard + 1, 0, RCOLL_INT32,
+                                        RCOLL_SUM, c, NULL, &rq[j++]);
+        st[k++] = rcoll_ireduce(guard, guard + 1, 0, RCOLL_INT32, RCOLL_MIN,
+                                0, c, NULL, &rq[j++]);
+        st[k++] = rcoll_ialltoall(guard, guard + 1, 0, RCOLL_INT32, c, NULL,
+                                  &rq[j++]);
+        st[k++] = rcoll_igather(guard, guard + 1, 0, RCOLL_INT32, 0, c, NULL,
+                                &rq[j++]);
+        st[k++] = rcoll_iscatter(guard, guard + 1, 0, RCOLL_INT32, 0, c, NULL,
+                                 &rq[j++]);
+        for (int i = 0; i < k; i++)
+            bad += st[i] != RCOLL_OK;
+        for (int i = 0; i < j; i++) {
+            int done = 0;
+            if (st[NK + i] != RCOLL_OK)
+                continue;
+            bad += rcoll_test(rq[i], &done) != RCOLL_OK || !done;
+            bad += rcoll_wait(rq[i]) != RCOLL_OK;
+        }
+    }
+    double dt = now_s() - t0;
+    CHECK(bad == 0, "count-0 calls: %d failed (last error: %s)", bad,
+          rcoll_last_error());
+    CHECK(guard[0] == 7 && guard[1] == 7 && guard[2] == 7 && guard[3] == 7,
+          "a count-0 call wrote a buffer");
+    if (rank != n - 1)
+        CHECK(dt < LATE_MS * 1e-3 / 2, "8000 count-0 calls took %.0f ms: "
+              "they waited for rank %d (late by %d ms)", dt * 1e3, n - 1,
+              LATE_MS);
+    CHECK(rcoll_wait(big) == RCOLL_OK && sum == n * (n + 1) / 2,
+          "allreduce across count-0 calls: %d (%s)", (int)sum,
+          rcoll_last_error());
+    /* and the collectives after them still match up */
+    int32_t s2 = 0;
+    CHECK(rcoll_allreduce(&v, &s2, 1, RCOLL_INT32, RCOLL_SUM, c, NULL) ==
+              RCOLL_OK && s2 == n * (n + 1) / 2,
+          "allreduce after count-0 calls: %d (%s)", (int)s2,
+          rcoll_last_error());
+}
+
 typedef struct {
     rcoll_unique_id_t id;
     int salt;
@@ -129,6 +223,7 @@ int main(void)
     rcoll_comm_rank(world, &rank);
     rcoll_comm_size(world, &n);
     in_flight(world, 1);
+    zero_count(world);
 
     /* two more communicators, one per thread, ids made on rank 0 */
     thr_arg_t args[2];

@@ -276,6 +276,25 @@ RCOLL_API rcoll_status_t rcoll_group_end(void)
     return RCOLL_OK;
 }
 
+/* Every rank passes these the same count (MPI's rule too), so with count
+ * 0 no rank has anything to move or to wait for: the call returns at once
+ * (rcoll__comm_noop). Not so for all-to-allv (a rank may send nothing and
+ * still receive), the barrier, or point-to-point (an empty message is
+ * still a message to match). */
+static int moves_nothing(const call_t *a)
+{
+    if (a->count != 0)
+        return 0;
+    switch (a->kind) {
+    case COLL_ALLREDUCE: case COLL_ALLGATHER: case COLL_BROADCAST:
+    case COLL_REDUCE_SCATTER: case COLL_REDUCE: case COLL_ALLTOALL:
+    case COLL_GATHER: case COLL_SCATTER:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
                                rcoll_request_t *req, int will_wait)
 {
@@ -286,6 +305,23 @@ static rcoll_status_t post_req(const call_t *a, rcoll_comm_t comm,
                                 a->fn);
     if (!a->checked && (st = check(a, comm)) != RCOLL_OK)
         return st;
+    if (moves_nothing(a)) {
+        /* a request already complete: rcoll_test says done, rcoll_wait
+         * frees it (comm NULL: never posted, as in req_unposted) */
+        if ((st = rcoll__comm_noop(comm, a->kind)) != RCOLL_OK)
+            return st;
+        struct rcoll_request *r = malloc(sizeof(*r));
+        if (!r)
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory",
+                                    a->fn);
+        memset(r, 0, offsetof(struct rcoll_request, errmsg));
+        r->errmsg[0] = '\0';
+        r->sched.kind = a->kind;
+        r->status = RCOLL_OK;
+        r->done = 1;
+        *req = r;
+        return RCOLL_OK;
+    }
     int dev = 0;
     if (!a->host_known && (st = mem_kind(a, comm, &dev)) != RCOLL_OK)
         return st;
@@ -433,6 +469,8 @@ static rcoll_status_t run_held(const call_t *a, rcoll_comm_t comm)
     int dev = 0;
     rcoll__clear_error();
     if (check(a, comm) == RCOLL_OK) {
+        if (moves_nothing(a))
+            return rcoll__comm_noop(comm, a->kind);
         if ((st = mem_kind(a, comm, &dev)) != RCOLL_OK)
             return st;
         if (dev && group_depth > 0)

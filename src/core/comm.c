@@ -1743,6 +1743,28 @@ rcoll_status_t rcoll__comm_post(struct rcoll_comm *c, struct rcoll_request *r,
     return RCOLL_OK;
 }
 
+/* No message, no sequence number, no lock when all is well: Open MPI's
+ * MPI_Allreduce, MPI_Bcast and MPI_Allgather return at once for count 0,
+ * and so does NCCL; ranks that disagree on the count (0 here, more
+ * elsewhere) are caught by the next operation or the deadline instead. */
+rcoll_status_t rcoll__comm_noop(struct rcoll_comm *c, coll_kind_t kind)
+{
+    if (!__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) == RCOLL_OK)
+        return RCOLL_OK;
+    const char *what = coll_kind_name(kind);
+    rcoll_status_t st;
+    pthread_mutex_lock(&c->lock);
+    if (c->closed)
+        st = rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                              "rcoll_%s: the communicator was destroyed",
+                              what);
+    else
+        st = rcoll__set_error(c->error, "rcoll_%s: %s", what, c->errmsg);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
 /* A request of a group not ended yet, or one whose group could not post
  * it (comm NULL): what rcoll_test and rcoll_wait say of it. */
 static rcoll_status_t req_unposted(rcoll_request_t req, const char *fn)

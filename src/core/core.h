@@ -118,6 +118,10 @@ struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c);
  * root), with seq, nsteps, the step and chunk cursors, area and
  * waiting_for zero and waiting_peer -1; nothing else is read. */
 rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s);
+/* What a collective with nothing to move returns (count 0 of one whose
+ * count every rank passes alike): RCOLL_OK, or the error of a communicator
+ * that failed or was destroyed, as any call on it would. */
+rcoll_status_t rcoll__comm_noop(struct rcoll_comm *c, coll_kind_t kind);
 /* 1 if c is a communicator of this process not yet freed (API calls check
  * it, so a destroyed or aborted handle is an argument error, not a crash;
  * an address reused by a newer communicator cannot be told apart) */
