@@ -7,7 +7,7 @@
  * lasts TARGET_S on the slowest rank, and the median of TRIALS trials.
  * Prints "bytes time_us" per size: time is the slowest rank's average; for
  * allgather, reduce_scatter and alltoall the size is the whole gathered /
- * scattered / sent buffer, as in nccl-tests. */
+ * scattered / sent buffer, as in nccl-tests. DIRTY=1: see touch(). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +31,40 @@ static void run_once(const char *coll, float *a, float *b, size_t count,
         MPI_Bcast(b, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
 
+/* DIRTY=1 in the environment (rcoll-perf -D 1): before each call, every
+ * cache line of what this rank sends is stored to (with its own value),
+ * as by a program whose data changes between calls. Without it a library
+ * that copies once out of the sender's buffer reads lines both cores keep
+ * cached; with it the lines move between cores on every call. */
+static int dirty, me;
+
+static void touch(const char *coll, float *a, float *b, size_t count,
+                  size_t per)
+{
+    volatile char *p = (volatile char *)a;
+    size_t bytes = count * 4;
+    if (!strcmp(coll, "allgather"))
+        bytes = per * 4;
+    else if (!strcmp(coll, "broadcast")) {
+        if (me != 0)
+            return;
+        p = (volatile char *)b;
+    }
+    for (size_t j = 0; j < bytes; j += 64)
+        p[j] = p[j];
+}
+
 /* The slowest rank's time of k calls (seconds). */
 static double trial(const char *coll, float *a, float *b, size_t count,
                     size_t per, int k)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < k; i++) {
+        if (dirty)
+            touch(coll, a, b, count, per);
         run_once(coll, a, b, count, per);
+    }
     double t = MPI_Wtime() - t0, tmax;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
@@ -64,6 +90,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *coll = argv[1];
+    dirty = getenv("DIRTY") && atoi(getenv("DIRTY"));
+    me = r;
     size_t minb = strtoull(argv[2], NULL, 0), maxb = strtoull(argv[3], NULL, 0);
     int factor = atoi(argv[4]), iters = atoi(argv[5]), warm = atoi(argv[6]);
     double target = argc > 7 ? atof(argv[7]) : 0.1;

@@ -81,6 +81,8 @@ static void usage(FILE *f)
             "  -R N      trials with -T (default 5); the time printed is "
             "their median\n"
             "  -c 0|1    check results (default 1): #wrong counts elements\n"
+            "  -D 0|1    1: before each timed call, store to every cache line\n"
+            "            this rank sends, as if its data changed (default 0)\n"
             "Run under rcoll-run -n N, mpirun -np N, srun or torchrun.\n");
 }
 
@@ -172,6 +174,42 @@ static char *prepare(run_t *r, int inplace, size_t *ncheck)
     return NULL;
 }
 
+static int dirty; /* -D 1 */
+
+/* -D 1: before each timed call, a store to every cache line of what this
+ * rank sends (its own value back, so the data stays as checked), as in a
+ * program whose data changes between calls. Without it a library that
+ * copies once out of the sender's buffer reads lines that both cores keep
+ * cached from the last call; with it the lines move between cores on
+ * every call, as they do for two copies through shared memory. */
+static void touch(run_t *r, int inplace)
+{
+    size_t dts = rcoll_datatype_size(r->dt), bytes = r->count * dts;
+    char *in = inplace ? r->rbuf : r->sbuf;
+    switch (r->coll) {
+    case ALLGATHER:
+        if (inplace)
+            in = r->rbuf + (size_t)rank * bytes;
+        break;
+    case BROADCAST:
+        if (rank != r->root)
+            return;
+        break;
+    case REDUCE_SCATTER:
+        in = r->sbuf;
+        bytes *= (size_t)nranks;
+        break;
+    case ALLTOALL:
+        bytes *= (size_t)nranks;
+        break;
+    default:
+        break;
+    }
+    volatile char *p = in;
+    for (size_t j = 0; j < bytes; j += 64)
+        p[j] = p[j];
+}
+
 /* The slowest rank's time of one trial of k calls (seconds per call). */
 static double trial(run_t *r, int inplace, int k)
 {
@@ -179,9 +217,12 @@ static double trial(run_t *r, int inplace, int k)
     if ((st = rcoll_barrier(comm)) != RCOLL_OK)
         die("rcoll_barrier", st);
     double t0 = now();
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < k; i++) {
+        if (dirty)
+            touch(r, inplace);
         if ((st = do_coll(r, inplace)) != RCOLL_OK)
             die(coll_names[r->coll], st);
+    }
     double dt = now() - t0, slowest;
     if ((st = rcoll_allreduce(&dt, &slowest, 1, RCOLL_FLOAT64, RCOLL_MAX,
                               comm, NULL)) != RCOLL_OK)
@@ -242,7 +283,7 @@ int main(int argc, char **argv)
     }
     coll = (coll_t)k;
     optind = 2;
-    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:T:R:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:T:R:D:h")) != -1) {
         switch (c) {
         case 'b': if (parse_size(optarg, &minb)) goto bad; break;
         case 'e': if (parse_size(optarg, &maxb)) goto bad; break;
@@ -256,6 +297,7 @@ int main(int argc, char **argv)
         case 'c': check = atoi(optarg); break;
         case 'T': target = atof(optarg); break;
         case 'R': trials = atoi(optarg); break;
+        case 'D': dirty = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

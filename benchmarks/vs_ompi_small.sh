@@ -6,13 +6,16 @@
 # rcoll-perf, the same for benchmarks/mpi_ref_perf.c), medians of the
 # rounds. Prints a markdown table. Needs a build in ./build and mpicc.
 # TL=tcp compares rcoll over TCP with Open MPI's btl tcp (--mca btl
-# tcp,self); N="2 4" picks the rank counts, C the collectives.
-# usage: [TL=tcp] [N="2 4"] R=5 sh benchmarks/vs_ompi_small.sh
+# tcp,self); N="2 4" picks the rank counts, C the collectives. DIRTY=1:
+# both store to every cache line they send before each call (rcoll-perf
+# -D 1, mpi_ref_perf's DIRTY=1), as a program whose data changes would.
+# usage: [TL=tcp] [N="2 4"] [DIRTY=1] R=5 sh benchmarks/vs_ompi_small.sh
 R=${R:-5}
 TL=${TL:-shm}
 NS=${N:-2 4}
 CS=${C:-allreduce allgather broadcast reduce_scatter alltoall}
 mca=""; [ "$TL" = tcp ] && mca="--mca btl tcp,self"
+export DIRTY=${DIRTY:-0}
 B=$(pwd)/build
 tmp=$(mktemp -d)
 mpicc -O2 -o "$tmp/mpi_ref_perf" benchmarks/mpi_ref_perf.c || exit 1
@@ -22,8 +25,8 @@ for r in $(seq 1 $R); do
  for N in $NS; do
   for C in $CS; do
    col=6; [ $C = broadcast ] && col=10
-   RCOLL_TRANSPORTS=$TL $B/tools/rcoll-run -n $N $B/benchmarks/rcoll-perf $C -b 8 -e 65536 -f 4 -T 0.1 -R 3 -c 0 2>/dev/null | awk -v t=rcoll -v n=$N -v c=$C -v col=$col '$1 ~ /^[0-9]+$/ {print t, n, c, $1, $col}' >> $out
-   mpirun $root $mca --oversubscribe -n $N "$tmp/mpi_ref_perf" $C 8 65536 4 0 5 0.1 3 2>/dev/null | awk -v n=$N -v c=$C '$1 ~ /^[0-9]+$/ {print "ompi", n, c, $1, $2}' >> $out
+   RCOLL_TRANSPORTS=$TL $B/tools/rcoll-run -n $N $B/benchmarks/rcoll-perf $C -b 8 -e 65536 -f 4 -T 0.1 -R 3 -c 0 -D $DIRTY 2>/dev/null | awk -v t=rcoll -v n=$N -v c=$C -v col=$col '$1 ~ /^[0-9]+$/ {print t, n, c, $1, $col}' >> $out
+   mpirun $root $mca -x DIRTY --oversubscribe -n $N "$tmp/mpi_ref_perf" $C 8 65536 4 0 5 0.1 3 2>/dev/null | awk -v n=$N -v c=$C '$1 ~ /^[0-9]+$/ {print "ompi", n, c, $1, $2}' >> $out
   done
  done
 done
