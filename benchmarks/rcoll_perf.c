@@ -83,6 +83,9 @@ static void usage(FILE *f)
             "  -c 0|1    check results (default 1): #wrong counts elements\n"
             "  -D 0|1    1: before each timed call, store to every cache line\n"
             "            this rank sends, as if its data changed (default 0)\n"
+            "  -P 0|1|2  placements measured: 0 out-of-place only, 1 in-place "
+            "only,\n"
+            "            2 both (default); a skipped one prints '-'\n"
             "Run under rcoll-run -n N, mpirun -np N, srun or torchrun.\n");
 }
 
@@ -265,6 +268,7 @@ int main(int argc, char **argv)
 {
     size_t minb = 8, maxb = 32 << 20, incr = 0;
     int factor = 2, iters = 20, warmup = 5, check = 1, root = 0, trials = 5;
+    int places = 2;
     double target = 0;
     const char *dtarg = "float", *oparg = "sum";
     coll_t coll;
@@ -283,7 +287,7 @@ int main(int argc, char **argv)
     }
     coll = (coll_t)k;
     optind = 2;
-    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:T:R:D:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:i:d:o:r:n:w:c:T:R:D:P:h")) != -1) {
         switch (c) {
         case 'b': if (parse_size(optarg, &minb)) goto bad; break;
         case 'e': if (parse_size(optarg, &maxb)) goto bad; break;
@@ -298,12 +302,14 @@ int main(int argc, char **argv)
         case 'T': target = atof(optarg); break;
         case 'R': trials = atoi(optarg); break;
         case 'D': dirty = atoi(optarg); break;
+        case 'P': places = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }
     }
     if (factor < 1 || iters < 1 || warmup < 0 || minb > maxb ||
-        target < 0 || trials < 1 || trials > 99)
+        target < 0 || trials < 1 || trials > 99 || places < 0 ||
+        places > 2)
         goto bad;
 
     int dts_list[RCOLL_DATATYPE_COUNT], ndt = 0, ops[RCOLL_OP_COUNT], nop = 0;
@@ -401,10 +407,12 @@ int main(int argc, char **argv)
                 }
                 memset(r.sbuf, 0, sbytes);
                 memset(r.rbuf, 0, rbytes);
-                double t_us[2];
-                long long wrong[2];
+                double t_us[2] = {0, 0};
+                long long wrong[2] = {0, 0};
                 for (int inplace = 0; inplace < 2; inplace++) {
                     long long w = 0;
+                    if (places != 2 && places != inplace)
+                        continue;
                     if (check) {
                         size_t ncheck;
                         char *res = prepare(&r, inplace, &ncheck);
@@ -430,23 +438,30 @@ int main(int argc, char **argv)
                     wrong_total += wsum;
                 }
                 if (rank == 0) {
-                    double alg[2], bus[2];
+                    char col[2][64];
                     for (int p = 0; p < 2; p++) {
-                        alg[p] = t_us[p] > 0 ? (double)size / 1e3 / t_us[p] : 0;
-                        bus[p] = alg[p] * bw_factor;
-                        bw_sum += bus[p];
+                        if (places != 2 && places != p) {
+                            snprintf(col[p], sizeof(col[p]),
+                                     "%8s  %7s  %7s  %6s", "-", "-", "-",
+                                     "-");
+                            continue;
+                        }
+                        double alg = t_us[p] > 0
+                                         ? (double)size / 1e3 / t_us[p] : 0;
+                        double bus = alg * bw_factor;
+                        bw_sum += bus;
                         bw_rows++;
+                        char w[24] = "N/A";
+                        if (check)
+                            snprintf(w, sizeof(w), "%lld", wrong[p]);
+                        snprintf(col[p], sizeof(col[p]),
+                                 "%8.2f  %7.3f  %7.3f  %6s", t_us[p], alg,
+                                 bus, w);
                     }
-                    char w0[16], w1[16];
-                    snprintf(w0, sizeof(w0), "%lld", wrong[0]);
-                    snprintf(w1, sizeof(w1), "%lld", wrong[1]);
-                    printf("  %10zu  %12zu  %8s  %6s  %6d  %8.2f  %7.3f  "
-                           "%7.3f  %6s  %8.2f  %7.3f  %7.3f  %6s\n", size,
+                    printf("  %10zu  %12zu  %8s  %6s  %6d  %s  %s\n", size,
                            total, type_names[dt],
                            has_op ? op_names[r.op] : "none",
-                           rooted ? root : -1, t_us[0], alg[0], bus[0],
-                           check ? w0 : "N/A", t_us[1], alg[1], bus[1],
-                           check ? w1 : "N/A");
+                           rooted ? root : -1, col[0], col[1]);
                     fflush(stdout);
                 }
                 free(r.sbuf);

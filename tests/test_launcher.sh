@@ -111,4 +111,15 @@ for tl in shm tcp; do
     echo "$msg" | grep -q "RCOLL_CHUNK_SIZE differs between ranks: rank 0 (.*) has \"524288\", rank 1 (.*) has \"4096\"" ||
         { echo "$msg"; fail "differing RCOLL_CHUNK_SIZE not reported on $tl"; }
 done
+# rcoll-perf -P: only the placement asked for is run (and checked); the
+# other's columns are '-' (benchmarks/compare reads column 6 or 10)
+for p in 0 1; do
+    msg=$("$RUN" -n 2 "$B/benchmarks/rcoll-perf" allgather -b 64 -e 64 -c 1 -P $p 2>&1) ||
+        { echo "$msg"; fail "rcoll-perf -P $p failed"; }
+    row=$(echo "$msg" | awk '$1 == 64')
+    set -- $row
+    if [ $p = 0 ]; then m=$6 w=$9 s=${10}; else m=${10} w=${13} s=$6; fi
+    case $m in [0-9]*) ;; *) echo "$msg"; fail "rcoll-perf -P $p: no time measured";; esac
+    [ "$w" = 0 ] && [ "$s" = - ] || { echo "$msg"; fail "rcoll-perf -P $p: row '$row'"; }
+done
 echo "launcher: ok"
