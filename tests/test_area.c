@@ -207,6 +207,9 @@ int main(int argc, char **argv)
                 o->root = broot;
                 o->count = z < 16 ? 1 + z % 3 : 1 + z * 7;
             }
+            /* a broadcast takes the area up to 4x the limit: past it too */
+            if (o->kind == K_BCAST && z >= 21)
+                o->count *= 3;
             o->nb = (int)(next(&mine) % 2); /* each rank its own choice */
             if (next(&mine) % 6 == 0)
                 usleep((useconds_t)(next(&mine) % 400));

@@ -211,7 +211,11 @@ int coll_area_fits(const coll_sched_t *s, const coll_env_t *e)
         return 0;
     }
     size_t in = area_in_bytes(s, a->n), max = rcoll_config.shm_area_max;
-    if (in > a->data || in > max)
+    /* a broadcast publishes one input (the root's) and each rank copies it
+     * once: up to 4x the limit (64 KiB by default) it beats the tree's
+     * copy into a slot and out per hop (4 ranks, 32-64 KiB: 3-8 us
+     * against 6-47 us, bimodal; docs/performance-small.md) */
+    if (in > a->data || in > (s->kind == COLL_BROADCAST ? 4 * max : max))
         return 0;
     /* a reduction reads n inputs on every rank */
     if ((s->kind == COLL_ALLREDUCE || s->kind == COLL_REDUCE) &&

@@ -76,7 +76,7 @@ const coll_algo_t coll_algos[] = {
 #define AREA_DOC                                                           \
     "one round through the shared area: inputs and flags in shared "       \
     "memory, no messages (every rank on one host over shm; inputs up to "  \
-    "RCOLL_SHM_AREA_MAX; chosen before the tuner)"
+    "RCOLL_SHM_AREA_MAX, broadcast 4x that; chosen before the tuner)"
     /* (RCOLL_ALGO=coll:shared: where the call fits; elsewhere the tuner's
      * choice) */
     {COLL_ALLREDUCE, "shared", coll_area_build, AREA_DOC},

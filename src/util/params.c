@@ -260,7 +260,8 @@ static const param_t params[] = {
     P("SHM_AREA_MAX", "16K", "size", shm_area_max, size,
       "the largest input per rank (bytes) that a collective runs through "
       "the shared area (RCOLL_SHM_AREA); all-reduce, reduce and "
-      "reduce-scatter use it while n times that is at most 4x this; "
+      "reduce-scatter use it while n times that is at most 4x this, "
+      "broadcast (one input, copied once by each rank) up to 4x this; "
       "larger calls take the algorithms that send messages"),
     P("SHM_RNDV_MIN", "256K", "size", shm_rndv_min, size,
       "shm: a whole transfer of at least this many bytes that nothing "
