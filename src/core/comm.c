@@ -1247,14 +1247,15 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
         if (all)
             c->env.area = coll_area_create(rank, nranks, c->tls[0],
                                            c->tl_ctxs[0]);
-        if (c->env.area)
+        if (c->env.area) {
+            size_t d = coll_area_data(c->env.area),
+                   m = rcoll_config.shm_area_max;
             rcoll_info(RCOLL_SUBSYS_INIT, "rank %d: shared area in use: "
                        "collectives with up to %zu bytes of input per rank "
-                       "run through it (RCOLL_SHM_AREA_MAX, RCOLL_SHM_AREA)",
-                       rank, coll_area_data(c->env.area) <
-                                     rcoll_config.shm_area_max
-                                 ? coll_area_data(c->env.area)
-                                 : rcoll_config.shm_area_max);
+                       "run through it, broadcasts up to %zu "
+                       "(RCOLL_SHM_AREA_MAX, RCOLL_SHM_AREA)",
+                       rank, d < m ? d : m, d < 4 * m ? d : 4 * m);
+        }
     }
 
     c->env.peers = c->bs.peers;
