@@ -13,7 +13,10 @@
  *    payload arrives intact and stays so while held (the sender lays out
  *    the receiver's ring of small payloads exactly as the receiver does),
  *    nothing deadlocks, and a stream of 8-byte messages costs a credit
- *    message per TCP_SLOT_MUL x RCOLL_NSLOTS / 2 messages.
+ *    message per half window of slots (or half ring); both with the
+ *    smallest window and with TCP_SLOT_MAX slots, where a reader that
+ *    seldom reads also fills the socket and then the send queue.
+ *  - tcp_window: the slots per socket for a communicator's size.
  *  - the matcher (coll/match.c): a stalled engine sets aside what fills
  *    the slots of a peer that may be out of credits (coll_match_unblock),
  *    in arrival order, within RCOLL_UNEXPECTED_MAX, and an operation then
@@ -329,7 +332,8 @@ typedef struct {
 } end_t;
 
 static int end_init(end_t *e, int me, int fd, int epfd,
-                    rcoll_tl_events_t *ev, int nslots, size_t chunk)
+                    rcoll_tl_events_t *ev, int nslots, size_t chunk,
+                    int window)
 {
     memset(e, 0, sizeof(*e));
     e->bs.peers = e->peers;
@@ -342,7 +346,7 @@ static int end_init(end_t *e, int me, int fd, int epfd,
     e->ctx.p.ev = ev;
     e->ctx.nsocks = 1;
     e->ctx.nbig = nslots;
-    e->ctx.nslots = TCP_SLOT_MUL * nslots;
+    e->ctx.nslots = window;
     e->ctx.ring_size = (size_t)TCP_RING_MUL * (size_t)nslots * TCP_SMALL;
     e->ctx.listen_fd = -1;
     e->ctx.eps = e->eps;
@@ -364,6 +368,9 @@ static void end_free(end_t *e)
 }
 
 static int stream_sent_done;
+static int stream_txq_full; /* sends that left the send queue full */
+static int stream_lazy; /* the sender sends all it may, the reader reads
+                           every 8th turn only */
 static void stream_send_done(void *arg, void *cookie)
 {
     (void)arg;
@@ -399,6 +406,8 @@ static int stream(end_t *a, end_t *b, int n, unsigned *seed,
             for (size_t j = 0; j < next_len; j++)
                 pay[j] = pattern((uint64_t)sent, j);
             rcoll_status_t st = tcp_send((rcoll_tl_ep_t *)a->ep, &h, pay, pay, 0);
+            if (sa->txq_count == sa->txq_cap)
+                stream_txq_full++;
             if (st != RCOLL_OK) {
                 free(pay);
                 if (st != RCOLL_INPROGRESS)
@@ -408,11 +417,12 @@ static int stream(end_t *a, end_t *b, int n, unsigned *seed,
             sent++;
             moved = 1;
             next_len = len_of(seed);
-            if (rand_r(seed) % 4 == 0)
+            if (!stream_lazy && rand_r(seed) % 4 == 0)
                 break; /* let the reader in now and then */
         }
         uint64_t before = b->ep->rx_seq + (uint64_t)sb->sl.count;
-        tcp_sock_event(&sb->h, EPOLLIN);
+        if (!stream_lazy || turn % 8 == 0)
+            tcp_sock_event(&sb->h, EPOLLIN);
         tcp_sock_event(&sa->h, EPOLLIN | EPOLLOUT); /* credits; the queue */
         moved |= b->ep->rx_seq + (uint64_t)sb->sl.count != before;
         if (hold >= 0 && rand_r(seed) % 64 == 0)
@@ -477,7 +487,10 @@ static uint32_t len_tiny(unsigned *seed)
     return 8;
 }
 
-static void test_tcp_ring_stream(void)
+/* One link of `window` slots per socket (nslots x TCP_SLOT_MUL in a large
+ * communicator, up to TCP_SLOT_MAX in a small one: tcp_window), streamed
+ * both ways the tests below need. */
+static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
@@ -487,34 +500,59 @@ static void test_tcp_ring_stream(void)
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
     end_t *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
-    int nslots = 2;
-    if (!a || !b || end_init(a, 0, sv[0], epfd, &ev, nslots, 8192) != 0 ||
-        end_init(b, 1, sv[1], epfd, &ev, nslots, 8192) != 0) {
+    if (!a || !b ||
+        end_init(a, 0, sv[0], epfd, &ev, nslots, 8192, window) != 0 ||
+        end_init(b, 1, sv[1], epfd, &ev, nslots, 8192, window) != 0) {
         CHECK(0, "stream: setup failed");
         return;
     }
+    if (small_bufs) { /* the socket takes less than the slots allow */
+        int sz = 4096;
+        for (int k = 0; k < 2; k++) {
+            setsockopt(sv[k], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+            setsockopt(sv[k], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+        }
+    }
     int fails = peer_failures;
-    unsigned seed = 777;
     int stuck = 0, unblocks = 0;
-    int bad = stream(a, b, 20000, &seed, len_mixed, 2 * TCP_SLOT_MUL * nslots,
-                     &stuck, &unblocks);
-    CHECK(bad == 0, "stream: %d of 20000 mixed messages lost or wrong", bad);
-    CHECK(stuck < 1000, "stream: mixed sizes: stuck (a deadlock on credits)");
-    CHECK(unblocks > 0, "stream: the receiver never held every slot, the "
-          "ring or the big buffers: the case is not exercised");
-    /* 8-byte messages released at once: a credit message alone every
-     * TCP_SLOT_MUL x nslots / 2 messages (the ring never limits them) */
+    int bad = stream(a, b, 20000, &seed, len_mixed, 2 * window, &stuck,
+                     &unblocks);
+    CHECK(bad == 0, "stream (%d slots): %d of 20000 mixed messages lost or "
+          "wrong", window, bad);
+    CHECK(stuck < 1000, "stream (%d slots): mixed sizes: stuck (a deadlock "
+          "on credits)", window);
+    CHECK(unblocks > 0, "stream (%d slots): the receiver never held every "
+          "slot, the ring or the big buffers: the case is not exercised",
+          window);
+    /* 8-byte messages released at once: a credit message alone once
+     * half the slots or half the ring (64 bytes each) are owed */
     int c0 = sendmsg_calls[sv[1]];
-    bad = stream(a, b, 3200, &seed, len_tiny, -1, &stuck, &unblocks);
+    int n = 3200;
+    bad = stream(a, b, n, &seed, len_tiny, -1, &stuck, &unblocks);
     int credits = sendmsg_calls[sv[1]] - c0;
-    CHECK(bad == 0, "stream: %d of 3200 8-byte messages lost or wrong", bad);
-    /* (one per 8 x RCOLL_NSLOTS messages at most: it was one per 2 x) */
-    CHECK(credits <= 3200 / (8 * nslots) + 2,
-          "stream: 3200 8-byte messages cost %d credit messages (want <= "
-          "%d)", credits, 3200 / (8 * nslots) + 2);
-    CHECK(peer_failures == fails, "stream: the link failed");
-    printf("tcp stream: 20000 mixed messages, %d unblocks; 3200 8-byte "
-           "ones, %d credit messages back\n", unblocks, credits);
+    int in_ring = (int)(a->ctx.ring_size / TCP_RING_ALIGN);
+    int want = n / (RCOLL_MIN(window, in_ring) / 2) + 2;
+    CHECK(bad == 0, "stream (%d slots): %d of %d 8-byte messages lost or "
+          "wrong", window, bad, n);
+    CHECK(credits <= want, "stream (%d slots): %d 8-byte messages cost %d "
+          "credit messages (want <= %d)", window, n, credits, want);
+    if (small_bufs) {
+        /* a reader that seldom reads: the sender fills the socket, then
+         * its queue, and sends again once the socket drains */
+        stream_txq_full = 0;
+        stream_lazy = 1;
+        bad = stream(a, b, n, &seed, len_tiny, -1, &stuck, &unblocks);
+        stream_lazy = 0;
+        CHECK(bad == 0, "stream (%d slots): %d of %d 8-byte messages to a "
+              "slow reader lost or wrong", window, bad, n);
+        CHECK(stream_txq_full > 0, "stream (%d slots): the send queue never "
+              "filled: the case is not exercised", window);
+    }
+    CHECK(peer_failures == fails, "stream (%d slots): the link failed",
+          window);
+    printf("tcp stream, %d slots: 20000 mixed messages, %d unblocks, send "
+           "queue full %d times; %d 8-byte ones, %d credit messages back\n",
+           window, unblocks, stream_txq_full, n, credits);
     end_free(a);
     end_free(b);
     free(a);
@@ -522,10 +560,41 @@ static void test_tcp_ring_stream(void)
     close(epfd);
 }
 
+static void test_tcp_ring_stream(void)
+{
+    /* the minimum window: every bound is hit often */
+    ring_stream(2, TCP_SLOT_MUL * 2, 777, 0);
+    /* a small communicator's: more slots than the send queue
+     * (TCP_TXQ_MAX); with small socket buffers a send also stops on a
+     * full queue */
+    ring_stream(2, TCP_SLOT_MAX, 778, 1);
+}
+
+/* tcp_window: TCP_SLOT_BUDGET slots shared by the sockets to every peer,
+ * never fewer than TCP_SLOT_MUL x RCOLL_NSLOTS nor more than TCP_SLOT_MAX
+ * (unless RCOLL_NSLOTS asks for more) */
+static void test_tcp_window(void)
+{
+    static const struct { int nslots, nranks, nsocks, want; } c[] = {
+        {4, 1, 1, TCP_SLOT_MAX},  {4, 2, 1, TCP_SLOT_MAX},
+        {4, 5, 1, TCP_SLOT_MAX},  {4, 5, 2, 512},
+        {4, 9, 1, 512},           {4, 17, 1, 256},
+        {4, 65, 1, TCP_SLOT_MUL * 4}, {4, 1000, 4, TCP_SLOT_MUL * 4},
+        {128, 2, 1, TCP_SLOT_MUL * 128},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        int w = tcp_window(c[i].nslots, c[i].nranks, c[i].nsocks);
+        CHECK(w == c[i].want, "tcp_window(nslots %d, %d ranks, %d sockets) "
+              "= %d, want %d", c[i].nslots, c[i].nranks, c[i].nsocks, w,
+              c[i].want);
+    }
+}
+
 int main(void)
 {
     test_tcp_credits_across_eagain();
     test_tcp_ring_stream();
+    test_tcp_window();
     test_match_unblock();
     printf("test_transport: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

@@ -41,13 +41,29 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
  * order, so each credit says which of its messages were freed, and it
  * lays out the ring exactly as the receiver does. So a stream of small
  * messages one way (a broadcast's) costs a credit message back every
- * TCP_SLOT_MUL x RCOLL_NSLOTS / 2 messages (32; broadcast over loopback,
- * 8 B - 8 KiB: 0-1.1 us faster at 2 ranks, 0.8-4.8 us at 4), a stream of
- * 4 KiB ones every 8, for the
+ * half window of slots (tcp_window; 32 messages at 64 slots: broadcast
+ * over loopback, 8 B - 8 KiB, 0-1.1 us faster at 2 ranks than a credit
+ * per message, 0.8-4.8 us at 4), a stream of 4 KiB ones every 8, for the
  * memory of TCP_RING_MUL x RCOLL_NSLOTS buffers of 4 KiB, as when every
  * slot had one. */
 #define TCP_SMALL 4096u
 #define TCP_SLOT_MUL 16
+/* A small communicator gets a deeper window of slots: each socket has
+ * TCP_SLOT_BUDGET / (peers x sockets) of them, between TCP_SLOT_MUL x
+ * RCOLL_NSLOTS and TCP_SLOT_MAX (both ends work it out from the same
+ * numbers), so that a rank keeps at most TCP_SLOT_BUDGET slots' headers
+ * (about 70 bytes each) beyond the minimum. A root streaming small
+ * broadcasts stalls once it has filled a peer's slots, until that peer
+ * runs and hands credits back, and with ranks oversubscribed a peer may
+ * not run for a scheduler's time slice: 4-rank broadcast over loopback on
+ * 2 cores, 32-512 B, 1024 slots instead of 64: 10-16% faster (9
+ * interleaved rounds, docs/benchmarks.md); the root then makes no system
+ * call but its sends. */
+#define TCP_SLOT_BUDGET 4096
+#define TCP_SLOT_MAX 1024
+/* Messages queued while the socket takes no more (each ~80 bytes): a
+ * send that finds the queue full is retried, as one without a credit */
+#define TCP_TXQ_MAX 64
 #define TCP_RING_MUL 4
 #define TCP_RING_ALIGN 64u
 
@@ -134,7 +150,7 @@ struct tcp_ep {
 struct rcoll_tl_ctx {
     rcoll_tl_params_t p;
     int nsocks;
-    int nslots;               /* per socket: TCP_SLOT_MUL x p.nslots */
+    int nslots;               /* per socket: tcp_window() */
     int nbig;                 /* of which may hold big messages: p.nslots */
     size_t ring_size;         /* TCP_RING_MUL x p.nslots x TCP_SMALL */
     int listen_fd;
@@ -261,6 +277,15 @@ static uint32_t tcp_ring_place(size_t *tail, size_t size, uint32_t len,
 /* The sender may have no room left in the ring for its next small
  * payload (it takes less than 2 x TCP_SMALL with the skipped end): an
  * idle receiver hands back what it owes. */
+/* Slots per socket (TCP_SLOT_BUDGET); every rank computes the same */
+static int tcp_window(int nslots, int nranks, int nsocks)
+{
+    long base = (long)TCP_SLOT_MUL * nslots;
+    long w = TCP_SLOT_BUDGET / ((long)RCOLL_MAX(nranks - 1, 1) *
+                                RCOLL_MAX(nsocks, 1));
+    return (int)RCOLL_MAX(base, RCOLL_MIN(w, TCP_SLOT_MAX));
+}
+
 static int tcp_ring_tight(const tcp_sock_t *s)
 {
     return s->rx_ring_held + s->rx_ring_owed + 2 * TCP_SMALL >
@@ -851,7 +876,7 @@ static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
     s->closed = 1;
     s->idx = k;
     rcoll_slots_init(&s->sl, ctx->nslots);
-    s->txq_cap = ctx->nslots + 4;
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
     s->slot_off = calloc(ns, sizeof(uint32_t));
     s->slot_ring = calloc(ns, sizeof(uint32_t));
     s->tx_ring = calloc(ns, sizeof(uint32_t));
@@ -914,7 +939,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     ctx->p = *p;
     ctx->nsocks = rcoll_config.tcp_nsocks;
     ctx->nbig = p->nslots;
-    ctx->nslots = TCP_SLOT_MUL * p->nslots;
+    ctx->nslots = tcp_window(p->nslots, n, ctx->nsocks);
     ctx->ring_size = (size_t)TCP_RING_MUL * (size_t)p->nslots * TCP_SMALL;
     ctx->listen_fd = -1;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
