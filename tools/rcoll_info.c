@@ -108,7 +108,7 @@ static void footprint(int n)
     }
     printf("  bound: %.2f MiB (every peer on the costliest transport), plus "
            "a few KiB of state per peer (tcp: slot headers, about 0.3 MiB "
-           "in all in a communicator of up to 64 ranks)\n",
+           "in all up to 33 ranks, 9 KiB per peer beyond)\n",
            worst * (double)(n - 1) / 1048576.0);
     if (rcoll_config.shm_area)
         printf("  shm  %10.2f MiB per rank, whatever the peers: its shared "

@@ -51,13 +51,14 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 /* A small communicator gets a deeper window of slots: each socket has
  * TCP_SLOT_BUDGET / (peers x sockets) of them, between TCP_SLOT_MUL x
  * RCOLL_NSLOTS and TCP_SLOT_MAX (both ends work it out from the same
- * numbers), so that a rank keeps at most TCP_SLOT_BUDGET slots' headers
- * (about 70 bytes each) beyond the minimum. A root streaming small
- * broadcasts stalls once it has filled a peer's slots, until that peer
- * runs and hands credits back, and with ranks oversubscribed a peer may
- * not run for a scheduler's time slice: 4-rank broadcast over loopback on
- * 2 cores, 32-512 B, 1024 slots instead of 64: 10-16% faster (9
- * interleaved rounds, docs/benchmarks.md); the root then makes no system
+ * numbers), so that a rank's slot headers (about 70 bytes each) take
+ * at most TCP_SLOT_BUDGET x 70 bytes unless the minimum needs more. A
+ * root streaming small broadcasts stalls once it has filled a peer's
+ * slots, until that peer runs and hands credits back, and with ranks
+ * oversubscribed a peer may not run for a scheduler's time slice: 4-rank
+ * broadcast over loopback on 2 cores, 32-512 B, 682 slots per socket
+ * instead of 64 (two sockets per peer): 1.05-1.15x (7 interleaved
+ * rounds, docs/benchmarks.md); the root then makes no system
  * call but its sends. */
 #define TCP_SLOT_BUDGET 4096
 #define TCP_SLOT_MAX 1024
