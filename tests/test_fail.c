@@ -22,8 +22,10 @@
  *   late_abort  ranks 0-2 wait in a barrier (shm: the shared area, run in
  *             the caller's thread); rank 3 joins it 30 ms later and aborts
  *             the communicator as soon as its own barrier returns. Every
- *             rank had arrived before the abort, so every barrier returns
- *             OK; the next call fails naming rank 3, and so do count-0
+ *             rank had arrived before the abort, so on shared memory every
+ *             barrier returns OK (over tcp one still waiting for a live
+ *             peer's message may fail naming rank 3: see the scenario);
+ *             the next call fails naming rank 3, and so do count-0
  *             calls, which return at once. (The first version of
  *             the inline path failed a waiting rank's finished barrier
  *             when the abort was seen before the peer's arrival: CI saw it
@@ -346,13 +348,30 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         return ok ? 0 : 2;
     }
     if (!strcmp(scn, "late_abort")) {
+        /* Over messages (tcp) only rank 3's own barrier is sure to have
+         * finished: in the dissemination barrier rank 2 still waits for
+         * rank 0's last message, which rank 0 sends once rank 3's has
+         * reached it, and rank 3's abort may reach rank 2 first. Rank 2
+         * then fails, as any operation in flight on a communicator a peer
+         * aborted, and its own abort tells rank 0 (CI saw it once in
+         * ~100 runs: ranks 0 and 2 failed their barrier naming rank 3).
+         * Such a barrier must fail naming rank 3; on shared memory (the
+         * area's flags) none may fail. */
+        const char *tl = getenv("RCOLL_TRANSPORTS");
+        int strict = tl && !strcmp(tl, "shm");
         if (rank == 3)
             usleep(30 * 1000);
         st = rcoll_barrier(c);
         int ok = st == RCOLL_OK;
+        int raced = !ok && !strict && rank != 3 && st == RCOLL_ERR_REMOTE &&
+                    names(rcoll_last_error(), 3);
         if (!ok)
-            printf("rank %d: barrier: %s: %s\n", rank,
-                   rcoll_status_string(st), rcoll_last_error());
+            printf("rank %d: barrier: %s: %s%s\n", rank,
+                   rcoll_status_string(st), rcoll_last_error(),
+                   raced ? " (raced with the abort: allowed over messages)"
+                         : "");
+        if (raced)
+            ok = 1; /* the calls below must fail the same way */
         if (rank == 3) {
             rcoll_comm_abort(c);
         } else if (ok) {
