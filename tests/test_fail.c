@@ -353,8 +353,9 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
          * rank 0's last message, which rank 0 sends once rank 3's has
          * reached it, and rank 3's abort may reach rank 2 first. Rank 2
          * then fails, as any operation in flight on a communicator a peer
-         * aborted, and its own abort tells rank 0 (CI saw it once in
-         * ~100 runs: ranks 0 and 2 failed their barrier naming rank 3).
+         * aborted, and its own abort tells rank 0 (CI saw it once: ranks
+         * 0 and 2 failed their barrier naming rank 3; under two busy
+         * loops rank 2 raced in 7-10 runs of 100).
          * Such a barrier must fail naming rank 3; on shared memory (the
          * area's flags) none may fail. */
         const char *tl = getenv("RCOLL_TRANSPORTS");
