@@ -542,18 +542,23 @@ PY
         "$FR" 1 1 > "$LOG/old.out" 2>&1 &
     OLD=$!
     sleep 0.5
+    # the listening sockets in both hosts while the job forms (only our
+    # ranks listen there): bound to the chosen address only. Sampled from
+    # before ranks 1 and 2 start, while rank 0 already listens: a job that
+    # formed and finished before the first sample (CI saw it once: "saw no
+    # listening socket at all") left nothing to check.
+    for k in $(seq 1 20); do
+        ip netns exec $A ss -Hltn 2> /dev/null; ip netns exec $Z ss -Hltn 2> /dev/null
+        sleep 0.05
+    done | awk '{print $4}' | sort -u > "$LOG/listen.out" &
+    SS=$!
     for r in 1 2; do
         ip netns exec $Z env RCOLL_ROOT=$ADDR:$PORT RCOLL_SIZE=$n RCOLL_RANK=$r \
             RCOLL_SECRET=0123456789abcdef0123456789abcdef RCOLL_TRANSPORTS=tcp \
             "$FR" 300 3 65536 > "$LOG/r$r.out" 2>&1 &
         PIDS="$PIDS $!"
     done
-    # the listening sockets in both hosts while the job forms (only our
-    # ranks listen there): bound to the chosen address only
-    for k in $(seq 1 20); do
-        ip netns exec $A ss -Hltn 2> /dev/null; ip netns exec $Z ss -Hltn 2> /dev/null
-        sleep 0.05
-    done | awk '{print $4}' | sort -u > "$LOG/listen.out"
+    wait $SS
     wait_all "$(plus $t0 60)"
     took=$(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }")
     wait $OLD 2> /dev/null; kill $SP 2> /dev/null; wait $SP 2> /dev/null
