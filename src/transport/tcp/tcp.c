@@ -275,9 +275,6 @@ static uint32_t tcp_ring_place(size_t *tail, size_t size, uint32_t len,
     return (uint32_t)(skip + sz);
 }
 
-/* The sender may have no room left in the ring for its next small
- * payload (it takes less than 2 x TCP_SMALL with the skipped end): an
- * idle receiver hands back what it owes. */
 /* Slots per socket (TCP_SLOT_BUDGET); every rank computes the same */
 static int tcp_window(int nslots, int nranks, int nsocks)
 {
@@ -287,6 +284,9 @@ static int tcp_window(int nslots, int nranks, int nsocks)
     return (int)RCOLL_MAX(base, RCOLL_MIN(w, TCP_SLOT_MAX));
 }
 
+/* The sender may have no room left in the ring for its next small
+ * payload (it takes less than 2 x TCP_SMALL with the skipped end): an
+ * idle receiver hands back what it owes. */
 static int tcp_ring_tight(const tcp_sock_t *s)
 {
     return s->rx_ring_held + s->rx_ring_owed + 2 * TCP_SMALL >
