@@ -117,6 +117,11 @@ src "shared area reuses data bytes still read" src/coll/area.c \
 src "shared area not mapped at setup" src/coll/area.c \
     's/        area_prefault(a->base\[r\], min, r == rank);/        (void)area_prefault;/' \
     '^area: shared-area collectives under stress, 8 ranks'
+# 19: waiting ranks that never block (a 2 s spin): test_nonblocking's
+# late-rank wait must see them take a core
+src "waiting ranks spin instead of blocking" src/util/params.c \
+    's/    P("SPIN_US", "200", "int"/    P("SPIN_US", "2000000", "int"/' \
+    '^nonblocking \+ 2 threads, (tcp, )?4 ranks$'
 # 3: a survivor that prints its verdict ERROR and exits 0, and one that
 # prints DONE and exits with an error (destroy failing after a peer died)
 src "fault_rank: ERROR with exit status 0" tests/faults/fault_rank.c \

@@ -1,7 +1,8 @@
 /* Non-blocking forms with many operations in flight at once (posted back to
  * back, completed in any order by test/wait), count-0 calls that return at
- * once, and two communicators driven from two threads of every process at
- * the same time. Run under rcoll-run. */
+ * once, idle ranks that back off while they wait for a late one, and two
+ * communicators driven from two threads of every process at the same
+ * time. Run under rcoll-run. */
 #include "ref.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -187,6 +188,61 @@ static void zero_count(rcoll_comm_t c)
           rcoll_last_error());
 }
 
+/* CPU time of the whole process: the caller and the library's threads */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Idle ranks back off. Rank n-1 joins an all-reduce, then a non-blocking
+ * one finished by rcoll_wait, IDLE_MS late each; the others wait in them,
+ * and over each wait their process (the caller and every thread of the
+ * library) may use at most a tenth of a core: they poll for RCOLL_SPIN_US,
+ * yielding, then sleep until a message comes (under 1 ms of CPU per
+ * 400 ms wait measured, shm and tcp, 5 ranks; 205-318 ms with
+ * RCOLL_SPIN_US=2000000). Ranks here share 2 cores, so a waiter that kept
+ * spinning would take the late rank's core. */
+static void idle_backoff(rcoll_comm_t c)
+{
+    enum { IDLE_MS = 400 };
+    if (n < 2)
+        return;
+    for (int form = 0; form < 2; form++) {
+        int32_t v = rank + 1, sum = 0;
+        CHECK(rcoll_barrier(c) == RCOLL_OK, "barrier: %s",
+              rcoll_last_error());
+        if (rank == n - 1)
+            usleep(IDLE_MS * 1000);
+        double w0 = now_s(), c0 = cpu_s();
+        rcoll_status_t st;
+        if (form == 0) {
+            st = rcoll_allreduce(&v, &sum, 1, RCOLL_INT32, RCOLL_SUM, c,
+                                 NULL);
+        } else {
+            rcoll_request_t rq;
+            st = rcoll_iallreduce(&v, &sum, 1, RCOLL_INT32, RCOLL_SUM, c,
+                                  NULL, &rq);
+            if (st == RCOLL_OK)
+                st = rcoll_wait(rq);
+        }
+        double w = now_s() - w0, cpu = cpu_s() - c0;
+        CHECK(st == RCOLL_OK && sum == n * (n + 1) / 2,
+              "%s for a late rank: %d (%s)",
+              form ? "iallreduce+wait" : "allreduce", (int)sum,
+              rcoll_last_error());
+        /* a rank that did not wait long (the barrier let it go late
+         * itself) has nothing to show */
+        if (rank != n - 1 && w > IDLE_MS * 1e-3 / 2)
+            CHECK(cpu < 0.1 * w,
+                  "%s: waiting %.0f ms for rank %d took %.0f ms of CPU "
+                  "(more than a tenth of a core: no back-off)",
+                  form ? "iallreduce+wait" : "allreduce", w * 1e3, n - 1,
+                  cpu * 1e3);
+    }
+}
+
 typedef struct {
     rcoll_unique_id_t id;
     int salt;
@@ -224,6 +280,7 @@ int main(void)
     rcoll_comm_size(world, &n);
     in_flight(world, 1);
     zero_count(world);
+    idle_backoff(world);
 
     /* two more communicators, one per thread, ids made on rank 0 */
     thr_arg_t args[2];
