@@ -4,7 +4,8 @@
 # reduce-scatter, all-to-all, 8 B - 32 KiB. Interleaved (each library once
 # per round, R rounds, default 5), both time-targeted (-T 0.1 -R 3 for
 # rcoll-perf, the same for benchmarks/mpi_ref_perf.c), medians of the
-# rounds. Prints a markdown table. Needs a build in ./build and mpicc.
+# rounds. Prints a markdown table (with each row's lowest and highest
+# per-round ratio). Needs a build in ./build and mpicc.
 # TL=tcp compares rcoll over TCP with Open MPI's btl tcp (--mca btl
 # tcp,self); N="2 4" picks the rank counts, C the collectives. DIRTY=1:
 # both store to every cache line they send before each call (rcoll-perf
@@ -36,11 +37,14 @@ d=collections.defaultdict(list)
 for l in open(sys.argv[1]):
     t,n,c,sz,v=l.split(); d[(t,int(n),c,int(sz))].append(float(v))
 keys=sorted({k[1:] for k in d})
-print("| ranks | collective | size (B) | rcoll (us) | Open MPI (us) | Open MPI / rcoll |")
-print("|---:|---|---:|---:|---:|---:|")
+# the last column: Open MPI / rcoll of each round (the rows are appended
+# round by round), lowest to highest: how far one round can mislead
+print("| ranks | collective | size (B) | rcoll (us) | Open MPI (us) | Open MPI / rcoll | per round |")
+print("|---:|---|---:|---:|---:|---:|---:|")
 for n,c,sz in keys:
     a=d.get(('rcoll',n,c,sz)); b=d.get(('ompi',n,c,sz))
     if not a or not b or sz < 8 * n: continue
     ma,mb=S.median(a),S.median(b)
-    print("| %d | %s | %d | %.2f | %.2f | %.2f |"%(n,c,sz,ma,mb,mb/ma))
+    pr=sorted(y/x for x,y in zip(a,b))
+    print("| %d | %s | %d | %.2f | %.2f | %.2f | %.2f-%.2f |"%(n,c,sz,ma,mb,mb/ma,pr[0],pr[-1]))
 PY
