@@ -164,10 +164,6 @@ int main(int argc, char **argv)
         }
         getrusage(RUSAGE_SELF, &u1);
         faults = u1.ru_minflt - u0.ru_minflt;
-        const char *ae = getenv("RCOLL_SHM_AREA"); /* 0: messages */
-        CHECK(faults <= 3 || (ae && !strcmp(ae, "0")),
-              "64 small all-reduces and 64 broadcasts took %ld page faults "
-              "(the shared area's pages are not mapped at setup)", faults);
         CHECK(y == (int64_t)n * (n - 1) / 2, "all-reduce: %lld",
               (long long)y);
         CHECK(bb[0] == 63 && bb[3999] == 63, "broadcast: %d", bb[0]);
@@ -250,6 +246,16 @@ int main(int argc, char **argv)
             o->in = NULL;
         }
     }
+    /* checked after the rounds: a rank that failed it before them would
+     * skip them alone (the loop stops at a failure) and the others would
+     * see a mismatch instead of the cause. Only with the default area:
+     * with RCOLL_SHM_AREA=8192 at 3 ranks the check cannot tell (1-2
+     * faults without the prefault; CI once saw 4 with it), and with 0
+     * there is no area. */
+    if (!getenv("RCOLL_SHM_AREA"))
+        CHECK(faults <= 3,
+              "64 small all-reduces and 64 broadcasts took %ld page faults "
+              "(the shared area's pages are not mapped at setup)", faults);
     int64_t f = failures, tot = 0;
     rcoll_allreduce(&f, &tot, 1, RCOLL_INT64, RCOLL_SUM, c, NULL);
     printf("test_area: rank %d of %d: %d operations (%d non-blocking), %d "
