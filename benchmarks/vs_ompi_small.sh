@@ -10,8 +10,13 @@
 # tcp,self); N="2 4" picks the rank counts, C the collectives. DIRTY=1:
 # both store to every cache line they send before each call (rcoll-perf
 # -D 1, mpi_ref_perf's DIRTY=1), as a program whose data changes would.
-# usage: [TL=tcp] [N="2 4"] [DIRTY=1] R=5 sh benchmarks/vs_ompi_small.sh
+# LO=16 starts the sizes at 16 B instead of 8 (x4 per row: 16 B - 64 KiB
+# instead of 8 B - 32 KiB).
+# RAW=FILE keeps the raw rows (library, ranks, collective, size, us; one
+# line per round) in FILE.
+# usage: [TL=tcp] [N="2 4"] [DIRTY=1] [LO=16] [RAW=FILE] R=5 sh benchmarks/vs_ompi_small.sh
 R=${R:-5}
+LO=${LO:-8}
 TL=${TL:-shm}
 NS=${N:-2 4}
 CS=${C:-allreduce allgather broadcast reduce_scatter alltoall}
@@ -26,11 +31,12 @@ for r in $(seq 1 $R); do
  for N in $NS; do
   for C in $CS; do
    col=6; [ $C = broadcast ] && col=10
-   RCOLL_TRANSPORTS=$TL $B/tools/rcoll-run -n $N $B/benchmarks/rcoll-perf $C -b 8 -e 65536 -f 4 -T 0.1 -R 3 -c 0 -D $DIRTY 2>/dev/null | awk -v t=rcoll -v n=$N -v c=$C -v col=$col '$1 ~ /^[0-9]+$/ {print t, n, c, $1, $col}' >> $out
-   mpirun $root $mca -x DIRTY --oversubscribe -n $N "$tmp/mpi_ref_perf" $C 8 65536 4 0 5 0.1 3 2>/dev/null | awk -v n=$N -v c=$C '$1 ~ /^[0-9]+$/ {print "ompi", n, c, $1, $2}' >> $out
+   RCOLL_TRANSPORTS=$TL $B/tools/rcoll-run -n $N $B/benchmarks/rcoll-perf $C -b $LO -e 65536 -f 4 -T 0.1 -R 3 -c 0 -D $DIRTY 2>/dev/null | awk -v t=rcoll -v n=$N -v c=$C -v col=$col '$1 ~ /^[0-9]+$/ {print t, n, c, $1, $col}' >> $out
+   mpirun $root $mca -x DIRTY --oversubscribe -n $N "$tmp/mpi_ref_perf" $C $LO 65536 4 0 5 0.1 3 2>/dev/null | awk -v n=$N -v c=$C '$1 ~ /^[0-9]+$/ {print "ompi", n, c, $1, $2}' >> $out
   done
  done
 done
+[ -n "${RAW:-}" ] && cp "$out" "$RAW"
 python3 - "$out" <<'PY'
 import statistics as S, collections, sys
 d=collections.defaultdict(list)
