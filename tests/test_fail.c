@@ -35,8 +35,9 @@
  *             single copy from 4 KiB) rank 0's isend to rank 1 times out
  *             while its chunks are still in the transport (read in place
  *             by shm, queued for TCP) because rank 1 is stopped; rank 1,
- *             continued at 5 s, receives them after rank 0 has waited
- *             for and so freed its request. The
+ *             continued once rank 0's wait has returned (and 5 s after
+ *             the fork at the earliest), receives them after rank 0 has
+ *             waited for and so freed its request. The
  *             transport's late completions must not touch freed memory
  *             (run under ASan: tests/run-tests.sh's sanitizer job).
  *   inplace   (RCOLL_TIMEOUT=2) rank 0's 256 MiB irecv from rank 1 lands in
@@ -80,6 +81,7 @@ static double now(void)
 static volatile double *victim_died; /* shared with the children */
 static volatile int *named_culprit;  /* shared: a survivor named rank 3 */
 static volatile int *rank1_pid;      /* shared: for inplace's SIGSTOP */
+static volatile int *rank0_done;     /* shared: inflight's wait returned */
 
 static int names(const char *msg, int r)
 {
@@ -277,7 +279,8 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
             printf("rank 0: %s after %.2f s: %s\n", rcoll_status_string(st),
                    now() - t0, rcoll_last_error());
             ok = st == RCOLL_ERR_TIMEOUT;
-            /* rank 1 takes the chunks from 5 s on; the engine sees that
+            *rank0_done = 1; /* now the parent may continue rank 1 */
+            /* rank 1 takes the chunks from then on; the engine sees that
              * (its idle look, once a second) while this rank still runs */
             while (now() - t0 < 8.0)
                 usleep(100 * 1000);
@@ -567,6 +570,7 @@ int main(int argc, char **argv)
     victim_died = (volatile double *)shared;
     named_culprit = (volatile int *)(shared + 64);
     rank1_pid = (volatile int *)(shared + 128);
+    rank0_done = (volatile int *)(shared + 192);
     int n = 4;
     rcoll_unique_id_t id;
     /* fork before any thread exists (the id's root service is one), then
@@ -599,8 +603,15 @@ int main(int argc, char **argv)
     int bad = 0, left = n, cont = 0;
     double t0 = now();
     while (left > 0) {
+        /* inflight: rank 1 stays stopped until rank 0's wait has
+         * returned, as well as for 5 s (CI once saw rank 0's set-up take
+         * long enough that rank 1, continued at 5 s, took the data just
+         * before rank 0's 2 s timeout fired: its send succeeded); at
+         * most 30 s, so a wait that never returns ends the test */
+        int held = !strcmp(scn, "inflight") && !*rank0_done &&
+                   now() - t0 < 30.0;
         if ((!strcmp(scn, "inflight") || !strcmp(scn, "inplace")) && !cont &&
-            now() - t0 > 5.0) {
+            now() - t0 > 5.0 && !held) {
             kill(pids[1], SIGCONT);
             cont = 1;
         }
