@@ -16,7 +16,9 @@
  *    message per half window of slots (or half ring); both with the
  *    smallest window and with TCP_SLOT_MAX slots, where a reader that
  *    seldom reads also fills the socket and then the send queue.
- *  - tcp_window: the slots per socket for a communicator's size.
+ *    Also with the ring of a small communicator (16 KiB messages in it).
+ *  - tcp_window and tcp_ring_sizes: the slots per socket and the ring's
+ *    threshold for a communicator's size.
  *  - tcp_pad_exchange over a real loopback TCP connection: afterwards
  *    the kernel's rcv_mss on both ends is past the 536 bytes of a new
  *    socket (so small messages are no longer acked one per two in the
@@ -333,6 +335,8 @@ static void test_match_unblock(void)
 
 /* ---- a one-way stream between two tcp endpoints over a socketpair ---- */
 
+static size_t stream_small = TCP_SMALL; /* the ring's threshold */
+
 typedef struct {
     struct rcoll_tl_ctx ctx;
     tcp_ep_t *ep;
@@ -357,7 +361,8 @@ static int end_init(end_t *e, int me, int fd, int epfd,
     e->ctx.nsocks = 1;
     e->ctx.nbig = nslots;
     e->ctx.nslots = window;
-    e->ctx.ring_size = (size_t)TCP_RING_MUL * (size_t)nslots * TCP_SMALL;
+    e->ctx.small = stream_small;
+    e->ctx.ring_size = (size_t)TCP_RING_MUL * (size_t)nslots * stream_small;
     e->ctx.listen_fd = -1;
     e->ctx.eps = e->eps;
     if (!(e->ep = calloc(1, sizeof(*e->ep))))
@@ -485,10 +490,11 @@ static uint32_t len_mixed(unsigned *seed)
     if (x < 9)
         return 1 + rand_r(seed) % 64;
     if (x < 15)
-        return 65 + rand_r(seed) % (TCP_SMALL - 64);
+        return 65 + rand_r(seed) % (stream_small - 64);
     if (x < 17) /* the ring's largest: wraps leave big holes */
-        return TCP_SMALL - rand_r(seed) % 2;
-    return TCP_SMALL + 1 + rand_r(seed) % (8192 - TCP_SMALL);
+        return (uint32_t)stream_small - rand_r(seed) % 2;
+    /* big ones, up to the chunk size (2 x stream_small) */
+    return (uint32_t)stream_small + 1 + rand_r(seed) % stream_small;
 }
 
 static uint32_t len_tiny(unsigned *seed)
@@ -511,8 +517,10 @@ static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
     rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
     end_t *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
     if (!a || !b ||
-        end_init(a, 0, sv[0], epfd, &ev, nslots, 8192, window) != 0 ||
-        end_init(b, 1, sv[1], epfd, &ev, nslots, 8192, window) != 0) {
+        end_init(a, 0, sv[0], epfd, &ev, nslots, 2 * stream_small, window) !=
+            0 ||
+        end_init(b, 1, sv[1], epfd, &ev, nslots, 2 * stream_small, window) !=
+            0) {
         CHECK(0, "stream: setup failed");
         return;
     }
@@ -525,6 +533,7 @@ static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
     }
     int fails = peer_failures;
     int stuck = 0, unblocks = 0;
+    stream_txq_full = 0;
     int bad = stream(a, b, 20000, &seed, len_mixed, 2 * window, &stuck,
                      &unblocks);
     CHECK(bad == 0, "stream (%d slots): %d of 20000 mixed messages lost or "
@@ -560,9 +569,10 @@ static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
     }
     CHECK(peer_failures == fails, "stream (%d slots): the link failed",
           window);
-    printf("tcp stream, %d slots: 20000 mixed messages, %d unblocks, send "
-           "queue full %d times; %d 8-byte ones, %d credit messages back\n",
-           window, unblocks, stream_txq_full, n, credits);
+    printf("tcp stream, %d slots, ring %zu KiB: 20000 mixed messages, %d "
+           "unblocks, send queue full %d times; %d 8-byte ones, %d credit "
+           "messages back\n", window, a->ctx.ring_size / 1024, unblocks,
+           stream_txq_full, n, credits);
     end_free(a);
     end_free(b);
     free(a);
@@ -578,6 +588,12 @@ static void test_tcp_ring_stream(void)
      * (TCP_TXQ_MAX); with small socket buffers a send also stops on a
      * full queue */
     ring_stream(2, TCP_SLOT_MAX, 778, 1);
+    /* a small communicator's ring: messages of up to 16 KiB in it, whose
+     * payloads are mostly read straight into their ring place */
+    stream_small = TCP_SMALL_MAX;
+    ring_stream(2, TCP_SLOT_MUL * 2, 779, 0);
+    ring_stream(4, TCP_SLOT_MAX, 780, 1);
+    stream_small = TCP_SMALL;
 }
 
 /* tcp_window: TCP_SLOT_BUDGET slots shared by the sockets to every peer,
@@ -597,6 +613,35 @@ static void test_tcp_window(void)
         CHECK(w == c[i].want, "tcp_window(nslots %d, %d ranks, %d sockets) "
               "= %d, want %d", c[i].nslots, c[i].nranks, c[i].nsocks, w,
               c[i].want);
+    }
+}
+
+/* tcp_ring_sizes: TCP_RING_BUDGET of rings per rank, the threshold
+ * between TCP_SMALL and TCP_SMALL_MAX, a multiple of TCP_RING_ALIGN, and
+ * the ring TCP_RING_MUL x RCOLL_NSLOTS of them */
+static void test_tcp_ring_sizes(void)
+{
+    static const struct { int nslots, nranks, nsocks; size_t want; } c[] = {
+        {4, 1, 2, TCP_SMALL_MAX}, {4, 2, 2, TCP_SMALL_MAX},
+        {4, 5, 2, TCP_SMALL_MAX}, {4, 6, 2, 13056},
+        {4, 9, 2, 8192},          {4, 17, 2, TCP_SMALL},
+        {4, 18, 2, TCP_SMALL},    {4, 1000, 4, TCP_SMALL},
+        {16, 2, 2, TCP_SMALL_MAX}, {64, 2, 2, TCP_SMALL},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        size_t small, ring;
+        tcp_ring_sizes(c[i].nslots, c[i].nranks, c[i].nsocks, &small, &ring);
+        CHECK(small == c[i].want &&
+                  ring == (size_t)TCP_RING_MUL * (size_t)c[i].nslots * small,
+              "tcp_ring_sizes(nslots %d, %d ranks, %d sockets) = %zu, ring "
+              "%zu; want %zu", c[i].nslots, c[i].nranks, c[i].nsocks, small,
+              ring, c[i].want);
+        /* within the budget unless the minimum needs more */
+        size_t all = ring * (size_t)RCOLL_MAX(c[i].nranks - 1, 1) *
+                     (size_t)c[i].nsocks;
+        CHECK(all <= TCP_RING_BUDGET || small == TCP_SMALL,
+              "tcp_ring_sizes: %zu bytes of rings at %d ranks", all,
+              c[i].nranks);
     }
 }
 
@@ -701,6 +746,7 @@ int main(void)
     test_tcp_credits_across_eagain();
     test_tcp_ring_stream();
     test_tcp_window();
+    test_tcp_ring_sizes();
     test_tcp_pad();
     test_match_unblock();
     printf("test_transport: %d checks, %d failures\n", checks, failures);

@@ -245,7 +245,7 @@ static const param_t params[] = {
     P("NSLOTS", "4", "int", nslots, int,
       "receive slots (and so credits) per connection (at least 1; tcp: "
       "16x as many, up to 1024 in small communicators, at most this many "
-      "holding a message over 4 KiB)"),
+      "holding a message over 4 KiB, or over 16 KiB up to 5 ranks)"),
     P("SHM_CMA_MIN", "0", "size", shm_cma_min, size,
       "shm messages of at least this many bytes that the receiver only "
       "copies are read straight out of the sender's memory "

@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.nsocks = 1;
     ctx.nslots = 3; /* slots per socket, */
     ctx.nbig = 1;   /* of which may hold a message over TCP_SMALL, */
+    ctx.small = TCP_SMALL;
     ctx.ring_size = 2 * TCP_SMALL; /* and a ring for the smaller ones */
     ctx.listen_fd = -1;
     tcp_ep_t ep;

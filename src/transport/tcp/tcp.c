@@ -31,10 +31,11 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 #define TCP_RX_DIRECT (4u << 10)
 /* Each socket has TCP_SLOT_MUL x RCOLL_NSLOTS slots (message headers),
  * and two places for payloads:
- * - a message of more than TCP_SMALL bytes takes one of RCOLL_NSLOTS
- *   chunk buffers (at most RCOLL_NSLOTS such messages unreleased);
+ * - a message of more than `small` bytes (tcp_ring_sizes: 4-16 KiB)
+ *   takes one of RCOLL_NSLOTS chunk buffers (at most RCOLL_NSLOTS such
+ *   messages unreleased);
  * - a smaller one takes its size, rounded up to TCP_RING_ALIGN, in a ring
- *   of TCP_RING_MUL x RCOLL_NSLOTS x TCP_SMALL bytes, filled and freed in
+ *   of TCP_RING_MUL x RCOLL_NSLOTS x `small` bytes, filled and freed in
  *   order (a payload that does not fit before the ring's end starts at
  *   its beginning, and the end is skipped).
  * The sender keeps to all three bounds without being told: slots free in
@@ -47,6 +48,19 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
  * memory of TCP_RING_MUL x RCOLL_NSLOTS buffers of 4 KiB, as when every
  * slot had one. */
 #define TCP_SMALL 4096u
+/* A small communicator gets a bigger ring and sends more through it:
+ * `small` is TCP_RING_BUDGET / (peers x sockets x TCP_RING_MUL x
+ * RCOLL_NSLOTS), between TCP_SMALL and TCP_SMALL_MAX (16 KiB up to 5
+ * ranks at the defaults, 4 KiB from 17 ranks on). A big message costs a
+ * chunk buffer, and a one-way stream of them a credit message back per
+ * two (half of RCOLL_NSLOTS): a system call on each side and a segment
+ * for the sender's stack. Through a ring of 256 KiB, 16 KiB messages
+ * cost one per eight (broadcast over loopback, interleaved long runs:
+ * 2 ranks 16 KiB 7.88 -> 7.20 us, 4 KiB 6.61 -> 6.21; 4 ranks 16 KiB
+ * 24.8 -> 17.8 us; 64 KiB unchanged). The rings take TCP_RING_BUDGET
+ * per rank in all at most, unless the 4 KiB minimum needs more. */
+#define TCP_SMALL_MAX 16384u
+#define TCP_RING_BUDGET (2u << 20)
 #define TCP_SLOT_MUL 16
 /* A small communicator gets a deeper window of slots: each socket has
  * TCP_SLOT_BUDGET / (peers x sockets) of them, between TCP_SLOT_MUL x
@@ -115,7 +129,7 @@ typedef struct {
                                  a big buffer or the receiver's
                                  (tcp_recv_place) */
     char **slot_big;          /* the big buffer a slot holds, or NULL */
-    unsigned char *slot_isbig; /* the slot's message is > TCP_SMALL */
+    unsigned char *slot_isbig; /* the slot's message is > ctx->small */
     int rx_big_held;          /* big messages arrived, not released */
     int rx_big_owed;          /* big ones released, credit not yet sent */
     char **pool;              /* free big buffers (a stack of npool) */
@@ -168,7 +182,8 @@ struct rcoll_tl_ctx {
     int nsocks;
     int nslots;               /* per socket: tcp_window() */
     int nbig;                 /* of which may hold big messages: p.nslots */
-    size_t ring_size;         /* TCP_RING_MUL x p.nslots x TCP_SMALL */
+    size_t small;             /* payloads up to this go to the ring */
+    size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
     int listen_fd;
     tcp_ep_t **eps;           /* by rank */
 };
@@ -276,11 +291,11 @@ static rcoll_status_t tcp_ep_error(tcp_ep_t *ep)
  * the ring bytes it takes (0 for an empty or big one), and moves *tail.
  * The sender and the receiver run this on the same messages in the same
  * order (per socket), so they agree on every offset. */
-static uint32_t tcp_ring_place(size_t *tail, size_t size, uint32_t len,
-                               size_t *off)
+static uint32_t tcp_ring_place(size_t *tail, size_t size, size_t small,
+                               uint32_t len, size_t *off)
 {
     *off = 0;
-    if (len == 0 || len > TCP_SMALL)
+    if (len == 0 || len > small)
         return 0;
     size_t sz = ((size_t)len + TCP_RING_ALIGN - 1) &
                 ~(size_t)(TCP_RING_ALIGN - 1);
@@ -299,12 +314,25 @@ static int tcp_window(int nslots, int nranks, int nsocks)
     return (int)RCOLL_MAX(base, RCOLL_MIN(w, TCP_SLOT_MAX));
 }
 
+/* The ring's threshold and size (TCP_RING_BUDGET); every rank computes
+ * the same */
+static void tcp_ring_sizes(int nslots, int nranks, int nsocks,
+                           size_t *small, size_t *ring)
+{
+    size_t per = (size_t)TCP_RING_MUL * (size_t)RCOLL_MAX(nslots, 1);
+    size_t b = TCP_RING_BUDGET / ((size_t)RCOLL_MAX(nranks - 1, 1) *
+                                  (size_t)RCOLL_MAX(nsocks, 1) * per);
+    b &= ~(size_t)(TCP_RING_ALIGN - 1);
+    *small = RCOLL_MAX(TCP_SMALL, RCOLL_MIN(b, TCP_SMALL_MAX));
+    *ring = per * *small;
+}
+
 /* The sender may have no room left in the ring for its next small
- * payload (it takes less than 2 x TCP_SMALL with the skipped end): an
- * idle receiver hands back what it owes. */
+ * payload (it takes less than 2 x small with the skipped end): an idle
+ * receiver hands back what it owes. */
 static int tcp_ring_tight(const tcp_sock_t *s)
 {
-    return s->rx_ring_held + s->rx_ring_owed + 2 * TCP_SMALL >
+    return s->rx_ring_held + s->rx_ring_owed + 2 * s->ep->ctx->small >
            s->ep->ctx->ring_size;
 }
 
@@ -406,10 +434,10 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
-    int big = hdr->len > TCP_SMALL;
+    int big = hdr->len > ep->ctx->small;
     size_t tail = s->tx_ring_tail, off;
-    uint32_t ring = tcp_ring_place(&tail, ep->ctx->ring_size, hdr->len,
-                                   &off);
+    uint32_t ring = tcp_ring_place(&tail, ep->ctx->ring_size, ep->ctx->small,
+                                   hdr->len, &off);
     if (!rcoll_slots_can_send(&s->sl) ||
         (big && s->tx_big_out >= ep->ctx->nbig) ||
         s->tx_ring_used + ring > ep->ctx->ring_size)
@@ -693,11 +721,11 @@ static void tcp_sock_read(tcp_sock_t *s)
             }
             int slot = rcoll_slots_next(&s->sl); /* free: checked above */
             s->slot_hdr[slot] = s->rx_wire.hdr;
-            int big = s->rx_wire.hdr.len > TCP_SMALL;
+            int big = s->rx_wire.hdr.len > ep->ctx->small;
             s->slot_isbig[slot] = (unsigned char)big;
             size_t off;
             uint32_t ring = tcp_ring_place(&s->rx_ring_tail,
-                                           ep->ctx->ring_size,
+                                           ep->ctx->ring_size, ep->ctx->small,
                                            s->rx_wire.hdr.len, &off);
             s->slot_off[slot] = (uint32_t)off;
             s->slot_ring[slot] = ring;
@@ -987,7 +1015,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     ctx->nsocks = rcoll_config.tcp_nsocks;
     ctx->nbig = p->nslots;
     ctx->nslots = tcp_window(p->nslots, n, ctx->nsocks);
-    ctx->ring_size = (size_t)TCP_RING_MUL * (size_t)p->nslots * TCP_SMALL;
+    tcp_ring_sizes(p->nslots, n, ctx->nsocks, &ctx->small, &ctx->ring_size);
     ctx->listen_fd = -1;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));
@@ -1224,11 +1252,17 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
 {
     int k = rcoll_config.tcp_nsocks;
     snprintf(what, len, "%d socket(s) x (%d receive buffers of the chunk "
-             "size + a %u KiB ring for messages up to %u bytes; malloc, on "
-             "first use); sends go from the caller's buffer", k, nslots,
-             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024, TCP_SMALL);
+             "size + a %u-%u KiB ring for messages up to 4-16 KiB, the "
+             "bigger in smaller communicators, %u KiB per rank in all up to "
+             "17 ranks; malloc, on first use); sends go from the caller's "
+             "buffer", k, nslots,
+             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024,
+             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL_MAX / 1024,
+             TCP_RING_BUDGET / 1024);
+    /* (the ring at its biggest: a bound, over by at most 3 x 64 KiB per
+     * socket in a communicator of more than 5 ranks) */
     return (size_t)k * (size_t)nslots *
-           (chunk + (size_t)TCP_RING_MUL * TCP_SMALL);
+           (chunk + (size_t)TCP_RING_MUL * TCP_SMALL_MAX);
 }
 
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
