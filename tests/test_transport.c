@@ -19,11 +19,6 @@
  *    Also with the ring of a small communicator (16 KiB messages in it).
  *  - tcp_window and tcp_ring_sizes: the slots per socket and the ring's
  *    threshold for a communicator's size.
- *  - tcp_pad_exchange over a real loopback TCP connection: afterwards
- *    the kernel's rcv_mss on both ends is past the 536 bytes of a new
- *    socket (so small messages are no longer acked one per two in the
- *    sender's softirq), the stream carries on right after the pad, and
- *    a peer that closes before its pad fails the exchange with its rank.
  *  - the matcher (coll/match.c): a stalled engine sets aside what fills
  *    the slots of a peer that may be out of credits (coll_match_unblock),
  *    in arrival order, within RCOLL_UNEXPECTED_MAX, and an operation then
@@ -47,11 +42,6 @@ static ssize_t counted_sendmsg(int fd, const struct msghdr *m, int flags)
 #include "check.h"
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
-#include <pthread.h>
-#include <stdint.h>
 
 static void no_send_done(void *arg, void *cookie)
 {
@@ -645,109 +635,12 @@ static void test_tcp_ring_sizes(void)
     }
 }
 
-/* ---- the pad at set-up (TCP_PAD) ---- */
-
-static int tcp_loopback_pair(int fds[2])
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof(a);
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        listen(l, 1) != 0 || getsockname(l, (struct sockaddr *)&a, &al) != 0)
-        return -1;
-    fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&a, sizeof(a)) != 0)
-        return -1;
-    fds[1] = accept(l, NULL, NULL);
-    close(l);
-    if (fds[1] < 0)
-        return -1;
-    rcoll_sock_tune(fds[0]);
-    rcoll_sock_tune(fds[1]);
-    return 0;
-}
-
-static struct tcp_info tcp_info_of(int fd)
-{
-    struct tcp_info ti;
-    socklen_t l = sizeof(ti);
-    memset(&ti, 0, sizeof(ti));
-    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l);
-    return ti;
-}
-
-static void *pad_other_end(void *arg)
-{
-    end_t *e = arg;
-    rcoll_status_t st = tcp_pad_exchange(&e->ctx, rcoll_time_sec() + 10);
-    return (void *)(intptr_t)st;
-}
-
-static void test_tcp_pad(void)
-{
-    int fds[2], epfd = epoll_create1(EPOLL_CLOEXEC);
-    rcoll_tl_events_t ev = {NULL, no_send_done, peer_failed};
-    static end_t a, b;
-    CHECK(tcp_loopback_pair(fds) == 0, "pad: no loopback TCP connection");
-    CHECK(end_init(&a, 0, fds[0], epfd, &ev, 4, 65536, 64) == 0 &&
-              end_init(&b, 1, fds[1], epfd, &ev, 4, 65536, 64) == 0,
-          "pad: end_init");
-    unsigned before0 = tcp_info_of(fds[0]).tcpi_rcv_mss;
-    unsigned before1 = tcp_info_of(fds[1]).tcpi_rcv_mss;
-    pthread_t t;
-    void *bst = NULL;
-    CHECK(pthread_create(&t, NULL, pad_other_end, &b) == 0, "pad: thread");
-    rcoll_status_t st = tcp_pad_exchange(&a.ctx, rcoll_time_sec() + 10);
-    pthread_join(t, &bst);
-    CHECK(st == RCOLL_OK && (rcoll_status_t)(intptr_t)bst == RCOLL_OK,
-          "pad: exchange failed: %s", rcoll_last_error());
-    /* a full segment of the pad sets rcv_mss to min(TCP_PAD, the MSS) */
-    for (int i = 0; i < 2; i++) {
-        unsigned want = RCOLL_MIN(TCP_PAD, tcp_info_of(fds[1 - i]).tcpi_snd_mss);
-        unsigned got = tcp_info_of(fds[i]).tcpi_rcv_mss;
-        CHECK(got >= want && got > 2 * (sizeof(tcp_wire_t) + 256),
-              "pad: end %d: rcv_mss %u after the pad (%u before), expected "
-              ">= %u", i, got, i ? before1 : before0, want);
-    }
-    /* nothing of the pad is left in front of what comes next */
-    const char msg[] = "after the pad";
-    char got[sizeof(msg)] = "";
-    CHECK(rcoll_sock_send_all(fds[0], msg, sizeof(msg), rcoll_time_sec() + 5) ==
-                  RCOLL_OK &&
-              rcoll_sock_recv_all(fds[1], got, sizeof(got),
-                                  rcoll_time_sec() + 5) == RCOLL_OK &&
-              memcmp(got, msg, sizeof(msg)) == 0,
-          "pad: the stream after the pad reads '%.*s'", (int)sizeof(got), got);
-    printf("tcp pad: rcv_mss %u/%u before, %u/%u after\n", before0, before1,
-           tcp_info_of(fds[0]).tcpi_rcv_mss, tcp_info_of(fds[1]).tcpi_rcv_mss);
-    end_free(&a);
-    end_free(&b);
-
-    /* a peer that closes before its pad: an error naming it, no hang */
-    CHECK(tcp_loopback_pair(fds) == 0, "pad: no loopback TCP connection");
-    CHECK(end_init(&a, 0, fds[0], epfd, &ev, 4, 65536, 64) == 0,
-          "pad: end_init");
-    snprintf(a.peers[1].hostname, sizeof(a.peers[1].hostname), "peerhost");
-    a.peers[1].pid = 4242;
-    close(fds[1]);
-    double t0 = rcoll_time_sec();
-    st = tcp_pad_exchange(&a.ctx, t0 + 10);
-    CHECK(st == RCOLL_ERR_REMOTE && rcoll_time_sec() - t0 < 5 &&
-              strstr(rcoll_last_error(), "to rank 1 (peerhost pid 4242)"),
-          "pad: a peer gone before its pad: status %d after %.1f s: %s",
-          (int)st, rcoll_time_sec() - t0, rcoll_last_error());
-    end_free(&a);
-    close(epfd);
-}
-
 int main(void)
 {
     test_tcp_credits_across_eagain();
     test_tcp_ring_stream();
     test_tcp_window();
     test_tcp_ring_sizes();
-    test_tcp_pad();
     test_match_unblock();
     printf("test_transport: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

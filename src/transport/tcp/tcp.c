@@ -81,21 +81,6 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 #define TCP_TXQ_MAX 64
 #define TCP_RING_MUL 4
 #define TCP_RING_ALIGN 64u
-/* Every socket starts with TCP_PAD bytes each way, which the receiver
- * drops (tcp_pad_exchange). Linux acks at once whenever more than one
- * "full-sized" segment is unacknowledged, and learns the full size
- * (rcv_mss) from the largest segment received, starting at 536 bytes. So
- * on a fresh socket a stream of messages over 268 bytes on the wire (224
- * of payload after our 48-byte header) drew an ack for every two, and
- * the sender's CPU paid for it: the softirq that delivers a segment over
- * loopback runs on the sender's CPU, built the ack there, and the sender
- * took it back at release_sock. After a segment of TCP_PAD bytes, rcv_mss
- * is min(TCP_PAD, the path's MSS): the small messages of a stream are
- * acked when the receiver reads them, as on a socket that once carried
- * bulk data. (2-rank broadcast over loopback, 256 B: 6.05 -> 5.04 us per
- * call, 8 interleaved rounds; a step from 216 to 224 bytes of payload
- * before.) test_transport checks rcv_mss after the exchange. */
-#define TCP_PAD 4096u
 
 typedef struct {
     uint32_t type;
@@ -967,37 +952,6 @@ static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason);
 
-/* TCP_PAD bytes out on every socket, then TCP_PAD bytes in from every one
- * (each peer sends all of its own before it reads, so this waits only for
- * peers that have not finished connecting); they come before anything
- * else on the stream, and a peer's first message follows them. */
-static rcoll_status_t tcp_pad_exchange(struct rcoll_tl_ctx *ctx,
-                                       double deadline)
-{
-    static const char zeros[TCP_PAD];
-    char sink[TCP_PAD];
-    for (int dir = 0; dir < 2; dir++)
-        for (int i = 0; i < ctx->p.nranks; i++) {
-            tcp_ep_t *ep = ctx->eps[i];
-            for (int k = 0; ep && k < ctx->nsocks; k++) {
-                int fd = ep->socks[k].fd;
-                rcoll_status_t st =
-                    dir == 0 ? rcoll_sock_send_all(fd, zeros, TCP_PAD, deadline)
-                             : rcoll_sock_recv_all(fd, sink, TCP_PAD, deadline);
-                if (st != RCOLL_OK)
-                    return rcoll__set_error(
-                        st, "tcp: rank %d: set-up of socket %d to rank %d "
-                        "(%s pid %d) failed: %s%s", ctx->p.rank, k, i,
-                        ctx->p.bs->peers[i].hostname,
-                        (int)ctx->p.bs->peers[i].pid, rcoll_last_error(),
-                        st == RCOLL_ERR_REMOTE ? " (that rank failed or "
-                        "exited during its set-up; its own error says why)"
-                        : "");
-            }
-        }
-    return RCOLL_OK;
-}
-
 static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                                      rcoll_tl_ctx_t **ctx_p,
                                      rcoll_tl_ep_t **eps)
@@ -1162,9 +1116,6 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                 goto err;
         }
     }
-    st = tcp_pad_exchange(ctx, deadline);
-    if (st != RCOLL_OK)
-        goto err;
     free(addrs);
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
