@@ -55,9 +55,10 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
  * chunk buffer, and a one-way stream of them a credit message back per
  * two (half of RCOLL_NSLOTS): a system call on each side and a segment
  * for the sender's stack. Through a ring of 256 KiB, 16 KiB messages
- * cost one per eight (broadcast over loopback, interleaved long runs:
- * 2 ranks 16 KiB 7.88 -> 7.20 us, 4 KiB 6.61 -> 6.21; 4 ranks 16 KiB
- * 24.8 -> 17.8 us; 64 KiB unchanged). The rings take TCP_RING_BUDGET
+ * cost one per eight (broadcast over loopback against 355cec9, 5
+ * interleaved rounds of long runs, benchmarks/ab_long.sh: 2 ranks 16 KiB
+ * 8.14 -> 7.49 us, 4 KiB 6.73 -> 6.53; 4 ranks 16 KiB 24.8 -> 17.0 us,
+ * 4 KiB 17.4 -> 13.4; 64 KiB 1.01-1.18x). The rings take TCP_RING_BUDGET
  * per rank in all at most, unless the 4 KiB minimum needs more. */
 #define TCP_SMALL_MAX 16384u
 #define TCP_RING_BUDGET (2u << 20)
