@@ -17,6 +17,10 @@
  *    smallest window and with TCP_SLOT_MAX slots, where a reader that
  *    seldom reads also fills the socket and then the send queue.
  *    Also with the ring of a small communicator (16 KiB messages in it).
+ *  - tcp: a socket that only receives leaves the kernel's pingpong
+ *    (delayed ACK) mode after TCP_ONEWAY_READS reads, so that its reads
+ *    ACK (and not the sender's system calls, over loopback); sockets of
+ *    an exchange stay in it.
  *  - tcp_window and tcp_ring_sizes: the slots per socket and the ring's
  *    threshold for a communicator's size.
  *  - the matcher (coll/match.c): a stalled engine sets aside what fills
@@ -40,6 +44,8 @@ static ssize_t counted_sendmsg(int fd, const struct msghdr *m, int flags)
 #undef sendmsg
 #include "../src/coll/sched.h"
 #include "check.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -586,6 +592,90 @@ static void test_tcp_ring_stream(void)
     stream_small = TCP_SMALL;
 }
 
+/* 1: the kernel holds ACKs back on fd (pingpong mode: TCP_QUICKACK reads
+ * 0), 0: not, -1: unknown */
+static int in_pingpong(int fd)
+{
+    int v = -1;
+    socklen_t l = sizeof(v);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &v, &l) != 0)
+        return -1;
+    return v == 0;
+}
+
+/* A loopback TCP pair: exchanges put both sockets in pingpong mode and
+ * keep them there; a one-way stream takes the receiver out of it (its
+ * reads then ACK, not the sender's sends), and an answer puts it back. */
+static void test_tcp_oneway_acks(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), fa, fb;
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&sa, &sl) != 0 ||
+        (fa = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+        connect(fa, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (fb = accept(l, NULL, NULL)) < 0) {
+        CHECK(0, "oneway: loopback TCP pair: %s", strerror(errno));
+        if (l >= 0)
+            close(l);
+        return;
+    }
+    close(l);
+    setsockopt(fa, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fb, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
+    end_t *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    if (!a || !b ||
+        end_init(a, 0, fa, epfd, &ev, 2, 2 * stream_small, 32) != 0 ||
+        end_init(b, 1, fb, epfd, &ev, 2, 2 * stream_small, 32) != 0) {
+        CHECK(0, "oneway: setup failed");
+        return;
+    }
+    unsigned seed = 99;
+    int stuck, unblocks = 0, bad = 0, fails = peer_failures;
+    /* an exchange, as an all-reduce's: one message each way per round.
+     * The kernel takes a socket out of pingpong itself when a delayed
+     * ACK times out (a stall of 40 ms here): tries until one exchange
+     * ran without */
+    int pp = 0, tries;
+    for (tries = 0; tries < 20 && pp != 1; tries++) {
+        for (int i = 0; i < 64; i++) {
+            bad += stream(a, b, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+            bad += stream(b, a, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+        }
+        pp = in_pingpong(fa) == 1 && in_pingpong(fb) == 1;
+    }
+    CHECK(pp == 1, "oneway: after %d tries of 64 exchanges the sockets "
+          "are not in pingpong mode (TCP_QUICKACK %d and %d): an exchange "
+          "took them out", tries, in_pingpong(fa), in_pingpong(fb));
+    /* one way, a message per read */
+    for (int i = 0; i < 2 * TCP_ONEWAY_READS; i++)
+        bad += stream(a, b, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+    CHECK(in_pingpong(fb) == 0, "oneway: the receiver of %d messages with "
+          "no answer is still in pingpong mode: its reads send no ACK",
+          2 * TCP_ONEWAY_READS);
+    CHECK(b->ep->socks[0].rx_run == TCP_ONEWAY_READS, "oneway: %d reads "
+          "counted, want %d (one setsockopt per one-way run)",
+          b->ep->socks[0].rx_run, TCP_ONEWAY_READS);
+    /* an answer starts the count again */
+    bad += stream(b, a, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+    CHECK(b->ep->socks[0].rx_run == 0, "oneway: a send left %d reads "
+          "counted", b->ep->socks[0].rx_run);
+    CHECK(bad == 0, "oneway: %d messages lost or wrong", bad);
+    CHECK(peer_failures == fails, "oneway: the link failed");
+    printf("tcp one-way: pingpong after exchanges (%d tries), off after "
+           "%d one-way reads\n", tries, TCP_ONEWAY_READS);
+    end_free(a);
+    end_free(b);
+    free(a);
+    free(b);
+    close(epfd);
+}
+
 /* tcp_window: TCP_SLOT_BUDGET slots shared by the sockets to every peer,
  * never fewer than TCP_SLOT_MUL x RCOLL_NSLOTS nor more than TCP_SLOT_MAX
  * (unless RCOLL_NSLOTS asks for more) */
@@ -639,6 +729,7 @@ int main(void)
 {
     test_tcp_credits_across_eagain();
     test_tcp_ring_stream();
+    test_tcp_oneway_acks();
     test_tcp_window();
     test_tcp_ring_sizes();
     test_match_unblock();
