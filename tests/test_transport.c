@@ -21,6 +21,9 @@
  *    (delayed ACK) mode after TCP_ONEWAY_READS reads, so that its reads
  *    ACK (and not the sender's system calls, over loopback); sockets of
  *    an exchange stay in it.
+ *  - tcp: the ring and a big buffer are wholly mapped from the first
+ *    message that uses them (mincore), not page by page as the first lap
+ *    of messages reaches them (which made a size's first 64 calls slow).
  *  - tcp_window and tcp_ring_sizes: the slots per socket and the ring's
  *    threshold for a communicator's size.
  *  - the matcher (coll/match.c): a stalled engine sets aside what fills
@@ -47,6 +50,7 @@ static ssize_t counted_sendmsg(int fd, const struct msghdr *m, int flags)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 static void no_send_done(void *arg, void *cookie)
@@ -499,6 +503,39 @@ static uint32_t len_tiny(unsigned *seed)
     return 8;
 }
 
+/* Two ends of one link over the connected fds, in an epoll set of their
+ * own: 0, or -1 (reported) */
+typedef struct {
+    end_t *a, *b;
+    int epfd;
+} pair_t;
+
+static int pair_open(pair_t *pr, int fa, int fb, int nslots, size_t chunk,
+                     int window)
+{
+    static rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
+    pr->epfd = epoll_create1(EPOLL_CLOEXEC);
+    pr->a = malloc(sizeof(*pr->a));
+    pr->b = malloc(sizeof(*pr->b));
+    if (!pr->a || !pr->b ||
+        end_init(pr->a, 0, fa, pr->epfd, &ev, nslots, chunk, window) != 0 ||
+        end_init(pr->b, 1, fb, pr->epfd, &ev, nslots, chunk, window) != 0) {
+        CHECK(0, "link setup failed (%d slots, %zu-byte chunks)", window,
+              chunk);
+        return -1;
+    }
+    return 0;
+}
+
+static void pair_close(pair_t *pr)
+{
+    end_free(pr->a);
+    end_free(pr->b);
+    free(pr->a);
+    free(pr->b);
+    close(pr->epfd);
+}
+
 /* One link of `window` slots per socket (nslots x TCP_SLOT_MUL in a large
  * communicator, up to TCP_SLOT_MAX in a small one: tcp_window), streamed
  * both ways the tests below need. */
@@ -509,17 +546,10 @@ static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
         CHECK(0, "socketpair: %s", strerror(errno));
         return;
     }
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
-    end_t *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
-    if (!a || !b ||
-        end_init(a, 0, sv[0], epfd, &ev, nslots, 2 * stream_small, window) !=
-            0 ||
-        end_init(b, 1, sv[1], epfd, &ev, nslots, 2 * stream_small, window) !=
-            0) {
-        CHECK(0, "stream: setup failed");
+    pair_t pr;
+    if (pair_open(&pr, sv[0], sv[1], nslots, 2 * stream_small, window) != 0)
         return;
-    }
+    end_t *a = pr.a, *b = pr.b;
     if (small_bufs) { /* the socket takes less than the slots allow */
         int sz = 4096;
         for (int k = 0; k < 2; k++) {
@@ -569,11 +599,7 @@ static void ring_stream(int nslots, int window, unsigned seed, int small_bufs)
            "unblocks, send queue full %d times; %d 8-byte ones, %d credit "
            "messages back\n", window, a->ctx.ring_size / 1024, unblocks,
            stream_txq_full, n, credits);
-    end_free(a);
-    end_free(b);
-    free(a);
-    free(b);
-    close(epfd);
+    pair_close(&pr);
 }
 
 static void test_tcp_ring_stream(void)
@@ -626,15 +652,10 @@ static void test_tcp_oneway_acks(void)
     close(l);
     setsockopt(fa, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fb, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    rcoll_tl_events_t ev = {NULL, stream_send_done, peer_failed};
-    end_t *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
-    if (!a || !b ||
-        end_init(a, 0, fa, epfd, &ev, 2, 2 * stream_small, 32) != 0 ||
-        end_init(b, 1, fb, epfd, &ev, 2, 2 * stream_small, 32) != 0) {
-        CHECK(0, "oneway: setup failed");
+    pair_t pr;
+    if (pair_open(&pr, fa, fb, 2, 2 * stream_small, 32) != 0)
         return;
-    }
+    end_t *a = pr.a, *b = pr.b;
     unsigned seed = 99;
     int stuck, unblocks = 0, bad = 0, fails = peer_failures;
     /* an exchange, as an all-reduce's: one message each way per round.
@@ -669,11 +690,75 @@ static void test_tcp_oneway_acks(void)
     CHECK(peer_failures == fails, "oneway: the link failed");
     printf("tcp one-way: pingpong after exchanges (%d tries), off after "
            "%d one-way reads\n", tries, TCP_ONEWAY_READS);
-    end_free(a);
-    end_free(b);
-    free(a);
-    free(b);
-    close(epfd);
+    pair_close(&pr);
+}
+
+/* pages of [p, p + len) not resident (mincore), or -1 */
+static long pages_missing(const void *p, size_t len)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~((uintptr_t)pg - 1);
+    size_t n = (len + ((uintptr_t)p - lo) + (size_t)pg - 1) / (size_t)pg;
+    unsigned char *v = malloc(n);
+    if (!v || mincore((void *)lo, n * (size_t)pg, v) != 0) {
+        free(v);
+        return -1;
+    }
+    long miss = 0;
+    for (size_t i = 0; i < n; i++)
+        miss += !(v[i] & 1);
+    free(v);
+    return miss;
+}
+
+static uint32_t len_8(unsigned *seed)
+{
+    (void)seed;
+    return 8;
+}
+
+static uint32_t len_big(unsigned *seed)
+{
+    (void)seed;
+    return (uint32_t)stream_small + 1;
+}
+
+static void test_tcp_buffers_mapped(void)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        CHECK(0, "socketpair: %s", strerror(errno));
+        return;
+    }
+    /* a ring of 4 x 4 x 16 KiB and big buffers of 1 MiB: malloc maps
+     * them fresh, page by page */
+    stream_small = TCP_SMALL_MAX;
+    pair_t pr;
+    if (pair_open(&pr, sv[0], sv[1], 4, 1 << 20, 32) != 0) {
+        stream_small = TCP_SMALL;
+        return;
+    }
+    end_t *a = pr.a, *b = pr.b;
+    unsigned seed = 5;
+    int stuck, unblocks = 0, bad = 0;
+    bad += stream(a, b, 1, &seed, len_8, -1, &stuck, &unblocks);
+    tcp_sock_t *sb = &b->ep->socks[0];
+    long miss = sb->ring ? pages_missing(sb->ring, b->ctx.ring_size) : -1;
+    CHECK(miss == 0, "mapped: after one 8-byte message %ld of the %zu KiB "
+          "ring's pages are not mapped (-1: no ring)", miss,
+          b->ctx.ring_size / 1024);
+    bad += stream(a, b, 1, &seed, len_big, -1, &stuck, &unblocks);
+    miss = sb->nalloc > 0 ? pages_missing(sb->pool_all[0],
+                                          b->ctx.p.chunk_size) : -1;
+    CHECK(miss == 0, "mapped: after one big message %ld of its %zu KiB "
+          "buffer's pages are not mapped (-1: no buffer)", miss,
+          b->ctx.p.chunk_size / 1024);
+    CHECK(bad == 0, "mapped: %d messages lost or wrong", bad);
+    printf("tcp buffers: the %zu KiB ring and a %zu KiB buffer mapped at "
+           "first use\n", b->ctx.ring_size / 1024,
+           b->ctx.p.chunk_size / 1024);
+    stream_small = TCP_SMALL;
+    pair_close(&pr);
 }
 
 /* tcp_window: TCP_SLOT_BUDGET slots shared by the sockets to every peer,
@@ -730,6 +815,7 @@ int main(void)
     test_tcp_credits_across_eagain();
     test_tcp_ring_stream();
     test_tcp_oneway_acks();
+    test_tcp_buffers_mapped();
     test_tcp_window();
     test_tcp_ring_sizes();
     test_match_unblock();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef HAVE_GETRANDOM
@@ -230,4 +231,31 @@ const char *rcoll_hostname(void)
     if (!name[0] && gethostname(name, sizeof(name) - 1) != 0)
         strcpy(name, "?");
     return name;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* One madvise for the range, or a touch per page where the kernel lacks
+ * MADV_POPULATE_* (before 5.14). */
+void rcoll_prefault(void *p, size_t len, int write)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0)
+        pg = 4096;
+    if (!p || !len)
+        return;
+    uintptr_t lo = (uintptr_t)p & ~((uintptr_t)pg - 1);
+    size_t l = len + ((uintptr_t)p - lo);
+    if (madvise((void *)lo, l, write ? MADV_POPULATE_WRITE
+                                     : MADV_POPULATE_READ) == 0)
+        return;
+    for (size_t o = 0; o < len; o += (size_t)pg) {
+        if (write) /* a write fault now, not later */
+            __atomic_fetch_add((char *)p + o, 0, __ATOMIC_RELAXED);
+        else
+            (void)*(volatile char *)((char *)p + o);
+    }
 }

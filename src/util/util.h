@@ -81,5 +81,9 @@ const char *rcoll_op_name(rcoll_op_t op);
 int rcoll_hex_encode(const void *in, size_t len, char *out, size_t outlen);
 int rcoll_hex_decode(const char *in, void *out, size_t len);
 const char *rcoll_hostname(void);
+/* Maps every page of [p, p + len) now (for writing if `write`, else for
+ * reading), so that the first calls that use a buffer do not take its
+ * page faults one page at a time. */
+void rcoll_prefault(void *p, size_t len, int write);
 
 #endif
