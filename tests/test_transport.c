@@ -19,8 +19,9 @@
  *    Also with the ring of a small communicator (16 KiB messages in it).
  *  - tcp: a socket that only receives leaves the kernel's pingpong
  *    (delayed ACK) mode after TCP_ONEWAY_READS reads, so that its reads
- *    ACK (and not the sender's system calls, over loopback); sockets of
- *    an exchange stay in it.
+ *    ACK (and not the sender's system calls, over loopback), and again
+ *    after a credit of its own; sockets of an exchange and of a shorter
+ *    burst stay in it.
  *  - tcp: the ring and a big buffer are wholly mapped from the first
  *    message that uses them (mincore), not page by page as the first lap
  *    of messages reaches them (which made a size's first 64 calls slow).
@@ -653,7 +654,7 @@ static void test_tcp_oneway_acks(void)
     setsockopt(fa, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fb, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     pair_t pr;
-    if (pair_open(&pr, fa, fb, 2, 2 * stream_small, 32) != 0)
+    if (pair_open(&pr, fa, fb, 2, 2 * stream_small, TCP_SLOT_MAX) != 0)
         return;
     end_t *a = pr.a, *b = pr.b;
     unsigned seed = 99;
@@ -673,19 +674,39 @@ static void test_tcp_oneway_acks(void)
     CHECK(pp == 1, "oneway: after %d tries of 64 exchanges the sockets "
           "are not in pingpong mode (TCP_QUICKACK %d and %d): an exchange "
           "took them out", tries, in_pingpong(fa), in_pingpong(fb));
-    /* one way, a message per read */
-    for (int i = 0; i < 2 * TCP_ONEWAY_READS; i++)
+    /* one way, a message per read (a window of TCP_SLOT_MAX slots: no
+     * credit goes back alone meanwhile). A short burst keeps the mode */
+    tcp_sock_t *sb = &b->ep->socks[0];
+    int burst = 24; /* a trial of rcoll-perf's default 20 calls, and more */
+    for (int i = 0; i < burst; i++)
         bad += stream(a, b, 1, &seed, len_tiny, -1, &stuck, &unblocks);
-    CHECK(in_pingpong(fb) == 0, "oneway: the receiver of %d messages with "
-          "no answer is still in pingpong mode: its reads send no ACK",
-          2 * TCP_ONEWAY_READS);
-    CHECK(b->ep->socks[0].rx_run == TCP_ONEWAY_READS, "oneway: %d reads "
-          "counted, want %d (one setsockopt per one-way run)",
-          b->ep->socks[0].rx_run, TCP_ONEWAY_READS);
+    CHECK(in_pingpong(fb) == 1 && !sb->oneway, "oneway: a burst of %d "
+          "messages took the receiver out of pingpong mode (TCP_QUICKACK "
+          "%d): short bursts keep the kernel's ACKs", burst,
+          in_pingpong(fb));
+    /* a sustained stream leaves it */
+    for (int i = burst; i < TCP_ONEWAY_READS; i++)
+        bad += stream(a, b, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+    CHECK(in_pingpong(fb) == 0 && sb->oneway, "oneway: the receiver of %d "
+          "messages with no answer is still in pingpong mode: its reads "
+          "send no ACK", TCP_ONEWAY_READS);
+    /* a credit of ours puts the kernel back; the next read takes it out */
+    int owed = sb->sl.owed; /* released, not yet handed back */
+    tcp_sock_write(sb);
+    int owed_after = sb->sl.owed;
+    tcp_sock_event(&a->ep->socks[0].h, EPOLLIN);
+    int back = in_pingpong(fb);
+    bad += stream(a, b, 1, &seed, len_tiny, -1, &stuck, &unblocks);
+    CHECK(owed > 0 && owed_after == 0, "oneway: no credit to send alone "
+          "(%d owed, %d after): the case is not exercised", owed,
+          owed_after);
+    CHECK(in_pingpong(fb) == 0, "oneway: after a credit of its own (which "
+          "put it back in pingpong mode: %d) the receiver's next read left "
+          "it in", back);
     /* an answer starts the count again */
     bad += stream(b, a, 1, &seed, len_tiny, -1, &stuck, &unblocks);
-    CHECK(b->ep->socks[0].rx_run == 0, "oneway: a send left %d reads "
-          "counted", b->ep->socks[0].rx_run);
+    CHECK(sb->rx_run == 0 && !sb->oneway, "oneway: a data message left %d "
+          "reads counted (one-way %d)", sb->rx_run, sb->oneway);
     CHECK(bad == 0, "oneway: %d messages lost or wrong", bad);
     CHECK(peer_failures == fails, "oneway: the link failed");
     printf("tcp one-way: pingpong after exchanges (%d tries), off after "

@@ -140,7 +140,11 @@ typedef struct {
     tcp_txitem_t *txq;        /* ring */
     int txq_cap, txq_head, txq_count;
     int want_out;
-    int rx_run;               /* reads that got data since our last send */
+    int rx_run;               /* reads that got data since our last data
+                                 message (credits do not count) */
+    int oneway;               /* rx_run reached TCP_ONEWAY_READS: kept out
+                                 of pingpong mode (tcp_recv) */
+    int oneway_again;         /* a credit went out since: out again */
     int bye;                  /* the peer said goodbye on this socket */
     int ended;                /* EOF, reset or abort on this socket */
     int closed;               /* fd closed (bye/abort/error) */
@@ -395,7 +399,12 @@ static void tcp_sock_write(tcp_sock_t *s)
             return;
         }
         it->off += (size_t)w;
-        s->rx_run = 0;
+        if (it->wire.type == TCP_DATA) {
+            s->rx_run = 0; /* an answer: not one way (any more) */
+            s->oneway = 0;
+        } else if (s->oneway) {
+            s->oneway_again = 1; /* the kernel went back to pingpong */
+        }
         if (it->off == wlen + plen) {
             void *cookie = it->cookie;
             uint32_t type = it->wire.type;
@@ -507,15 +516,19 @@ static int tcp_handle_wire(tcp_sock_t *s)
  * the second arrives: over loopback that is in the sender's system call,
  * on the sender's core (perf: __sock_wfree, tcp_v4_rcv under the root's
  * sendmsg). Out of it, the read that empties the socket ACKs, on the
- * receiver's core, which was waiting anyway. One setsockopt once
- * TCP_ONEWAY_READS reads have got data with no send between them; the
- * kernel goes back to pingpong by itself when we answer. Exchanges (an
- * all-reduce's) never reach that many. Over loopback, long runs against
- * the build before (benchmarks/ab_long.sh, 5 rounds): 2-rank broadcast
- * 256 B - 4 KiB 1.18-1.23x (256 B 4.99 -> 4.05 us), 16 KiB 1.12x, 16 B
- * 1.01x; 4 ranks 256 B and 1 KiB 1.10-1.12x, the rest 0.98-1.05x; the
- * all-reduce unchanged (docs/performance-small.md). */
-#define TCP_ONEWAY_READS 4
+ * receiver's core. That helps a sustained stream, whose sender is the
+ * bottleneck (long runs against the build before, benchmarks/ab_long.sh,
+ * 5 rounds: 2-rank broadcast 256 B - 4 KiB 1.18-1.23x, 16 KiB 1.12x; 4
+ * ranks 256 B and 1 KiB 1.10-1.12x; docs/performance-small.md), but not
+ * a short burst, whose receiver finishes last and then also sends an
+ * ACK per read: 20 broadcasts after a barrier (rcoll-perf -n 20, 2
+ * ranks) took 1.27x as long at 8 B and 1.10x at 512 B - 2 KiB with the
+ * switch after 4 reads. So it
+ * comes after TCP_ONEWAY_READS reads with data and no data message of
+ * ours between them, one setsockopt; a credit message of ours puts the
+ * kernel back in pingpong mode, and the next read takes it out again.
+ * Exchanges (an all-reduce's) never count that far. */
+#define TCP_ONEWAY_READS 32
 
 static void tcp_sock_oneway(tcp_sock_t *s)
 {
@@ -531,9 +544,15 @@ static ssize_t tcp_recv(tcp_sock_t *s, void *buf, size_t len, const char *eof)
     for (;;) {
         ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
         if (r > 0) {
-            if (s->rx_run < TCP_ONEWAY_READS &&
-                ++s->rx_run == TCP_ONEWAY_READS)
+            if (s->oneway) {
+                if (s->oneway_again) {
+                    s->oneway_again = 0;
+                    tcp_sock_oneway(s);
+                }
+            } else if (++s->rx_run == TCP_ONEWAY_READS) {
+                s->oneway = 1;
                 tcp_sock_oneway(s);
+            }
             return r;
         }
         if (r == 0) {
