@@ -603,13 +603,15 @@ static int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 /* A buffer of the slot's class for its message: its place in the ring,
  * or a big one from the pool (the sender keeps at most nbig big messages
  * unreleased, so one is free). NULL: out of memory, or a sender past its
- * limit (a protocol error). Both are allocated on first use and mapped
- * at once (rcoll_prefault): otherwise every message of the ring's first
- * lap takes the faults of the pages it lands on, and the first calls of a
- * size run slow (2-rank 8 KiB all-reduce over loopback: 10-12 us per call
- * for the first 64 calls, 2 sockets x a 256 KiB ring, then 7-8 us; with
- * rcoll-perf's default -n 20 -w 5, 11.3-13.8 us against 7.1-7.8 with
- * -n 1000). */
+ * limit (a protocol error). Both are allocated on first use. The ring is
+ * also mapped at once (rcoll_prefault): otherwise every message of its
+ * first lap takes the faults of the pages it lands on, and the first
+ * calls of a size run slow (2-rank 8 KiB all-reduce over loopback: 10-12
+ * us per call for the first 64 calls, 2 sockets x a 256 KiB ring, then
+ * 7-8 us; with rcoll-perf's default -n 20 -w 5, 11.3-13.8 us against
+ * 7.1-7.8 with -n 1000). A big buffer is not: a message of 20 KiB would
+ * map all RCOLL_CHUNK_SIZE bytes of it, up to RCOLL_NSLOTS per socket,
+ * and it is filled in its first use by a chunk-sized one anyway. */
 static char *tcp_slot_buf(tcp_sock_t *s, int slot)
 {
     struct rcoll_tl_ctx *ctx = s->ep->ctx;
@@ -628,7 +630,6 @@ static char *tcp_slot_buf(tcp_sock_t *s, int slot)
             char *b = malloc(ctx->p.chunk_size);
             if (!b)
                 return NULL;
-            rcoll_prefault(b, ctx->p.chunk_size, 1);
             s->pool_all[s->nalloc++] = b;
             s->slot_big[slot] = b;
         }
