@@ -518,16 +518,16 @@ static int tcp_handle_wire(tcp_sock_t *s)
  * sendmsg). Out of it, the read that empties the socket ACKs, on the
  * receiver's core. That helps a sustained stream, whose sender is the
  * bottleneck (long runs against the build before, benchmarks/ab_long.sh,
- * 5 rounds: 2-rank broadcast 256 B - 4 KiB 1.18-1.23x, 16 KiB 1.12x; 4
- * ranks 256 B and 1 KiB 1.10-1.12x; docs/performance-small.md), but not
+ * 5 rounds: 2-rank broadcast 256 B - 4 KiB 1.16-1.24x, 4 ranks
+ * 1.09-1.14x, all-reduce unchanged; docs/performance-small.md), but not
  * a short burst, whose receiver finishes last and then also sends an
  * ACK per read: 20 broadcasts after a barrier (rcoll-perf -n 20, 2
- * ranks) took 1.27x as long at 8 B and 1.10x at 512 B - 2 KiB with the
- * switch after 4 reads. So it
- * comes after TCP_ONEWAY_READS reads with data and no data message of
- * ours between them, one setsockopt; a credit message of ours puts the
- * kernel back in pingpong mode, and the next read takes it out again.
- * Exchanges (an all-reduce's) never count that far. */
+ * ranks) took 1.27x as long at 8 B and 1.10x at 512 B - 2 KiB when the
+ * switch came after 4 reads. So it comes after TCP_ONEWAY_READS reads
+ * with data and no data message of ours between them, one setsockopt
+ * (a failure only leaves the kernel's default); a credit message of ours
+ * puts the kernel back in pingpong mode, and the next read takes it out
+ * again. Exchanges (an all-reduce's) never count that far. */
 #define TCP_ONEWAY_READS 32
 
 static void tcp_sock_oneway(tcp_sock_t *s)
