@@ -57,17 +57,23 @@ for r in 0 1; do
 done
 rm -f "$out"
 
-# --spread: rank r starts bound to the (r mod k)-th CPU rcoll-run may use
-# (both ranks of a 2-rank job shared one core for whole short runs
-# without it); after the window every thread still bound so, one created
-# after the start too, gets the whole set back; a rank that bound itself
-# elsewhere keeps its own binding; --spread 0 binds nothing
+# --spread: with k CPUs rcoll-run may use, rank r of N starts bound to
+# the r-th when N <= k, else to the (r k / N)-th, blocks of consecutive
+# ranks (both ranks of a 2-rank job shared one core for whole short runs
+# without it; dealt out r mod k, the forwarding ranks of a 4-rank
+# binomial broadcast shared one of 2 cores); after the window every
+# thread still bound so, one created after the start too, gets the whole
+# set back; a rank that bound itself elsewhere keeps its own binding;
+# --spread 0 binds nothing
 allowed=$(grep Cpus_allowed_list /proc/self/status | awk '{print $2}')
-cpus=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
-set -- $cpus
-k=$#
-first=$1
-second=${2:-$1}
+# the start CPU of each rank of 3, worked out here independently, and a
+# CPU other than rank 1's (rank 1 binds itself there)
+set -- $(python3 -c '
+import os
+c = sorted(os.sched_getaffinity(0)); k, n = len(c), 3
+s = [c[r] if n <= k else c[r * k // n] for r in range(n)]
+print(*s, next((x for x in c if x != s[1]), s[1]), k)')
+s0=$1 s1=$2 s2=$3 other=$4 k=$5
 out=$(mktemp)
 "$RUN" -n 3 --spread 200 sh -c '
     a=$(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")
@@ -77,16 +83,16 @@ out=$(mktemp)
     b=$(grep Cpus_allowed_list /proc/$$/status | awk "{print \$2}")
     d=$(grep Cpus_allowed_list /proc/$c/status | awk "{print \$2}")
     kill $c
-    echo "rank $RCOLL_RANK start $a later $b child $d"' "$first" "$second" > "$out" 2>&1 ||
+    echo "rank $RCOLL_RANK start $a later $b child $d"' "$other" "$s1" > "$out" 2>&1 ||
     fail "--spread run exited $?"
 cat "$out"
-grep -q "^rank 0 start $first later $allowed child $allowed$" "$out" ||
-    fail "--spread: rank 0 (or the process it started) still bound"
-grep -q "^rank 2 start $( [ $k -ge 3 ] && echo "$3" || echo "$first") later $allowed child $allowed$" "$out" ||
-    fail "--spread: rank 2"
-if [ $k -ge 2 ]; then
-    grep -q "^rank 1 start $second later $first child" "$out" ||
-        fail "--spread: rank 1 bound itself to CPU $first and lost it"
+grep -q "^rank 0 start $s0 later $allowed child $allowed$" "$out" ||
+    fail "--spread: rank 0 did not start on CPU $s0, or it (or the process it started) is still bound"
+grep -q "^rank 2 start $s2 later $allowed child $allowed$" "$out" ||
+    fail "--spread: rank 2 did not start on CPU $s2, or is still bound"
+if [ "$k" -ge 2 ]; then
+    grep -q "^rank 1 start $s1 later $other child" "$out" ||
+        fail "--spread: rank 1 did not start on CPU $s1, or bound itself to CPU $other and lost it"
 fi
 "$RUN" -n 2 --spread 0 sh -c 'echo "rank $RCOLL_RANK $(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")"' > "$out" 2>&1
 grep -c " $allowed$" "$out" | grep -q '^2$' || { cat "$out"; fail "--spread 0 bound a rank"; }

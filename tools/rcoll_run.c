@@ -6,14 +6,27 @@
  * srun or torchrun. Does not link librcoll.
  *
  * Start-up placement (--spread MS, default 200): rank r starts bound to
- * the (r mod k)-th of the k CPUs rcoll-run may use, and after MS
- * milliseconds every thread of its process group that is still bound so
- * gets rcoll-run's whole CPU set back. Without it the scheduler put both
- * ranks of a 2-rank job on one core, for the whole of a short rcoll-perf
- * run, in 9 and 6 of two sets of 20 runs on these 2-core VMs (an 8-byte
- * all-reduce took 2.6-7 us instead of 0.2-0.8); with it in 0 of 20. Unlike mpirun's
+ * one of the k CPUs rcoll-run may use, and after MS milliseconds every
+ * thread of its process group that is still bound so gets rcoll-run's
+ * whole CPU set back. Without it the scheduler put both ranks of a 2-rank
+ * job on one core, for the whole of a short rcoll-perf run, in 9 and 6 of
+ * two sets of 20 runs on these 2-core VMs (an 8-byte all-reduce took
+ * 2.6-7 us instead of 0.2-0.8); with it in 0 of 20. Unlike mpirun's
  * default binding nothing stays bound, so jobs that share a machine are
- * not pinned onto the same cores for good. */
+ * not pinned onto the same cores for good.
+ * With k or fewer ranks, rank r takes the r-th CPU; with more, the CPUs
+ * take blocks of consecutive ranks (rank r the (r k / N)-th), as hosts
+ * do under host-contiguous placement: the trees whose subtrees are
+ * blocks of ranks (binomial broadcast, reduce, gather, scatter) then have
+ * their forwarding ranks (multiples of 2, 4, ...) on different CPUs.
+ * Dealt out one by one (r mod k) they all shared one of 2 CPUs: in
+ * blocks the broadcast over TCP, 4 and 8 ranks, 16 B - 64 KiB, was
+ * 1.19-1.53x faster over a 0.1-1 s run; the others 0.88-1.11 (one
+ * all-to-all row 0.77, 1.04 when run again) but the all-reduce of 64 KiB
+ * on shared memory, 0.87-0.89, whose first,
+ * biggest exchange (rank r with r + N/2) then crosses CPUs instead of
+ * staying in one core's cache (docs/performance-small.md, seventeenth
+ * run). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -40,10 +53,11 @@ static void usage(FILE *f)
             "  -t, --tag      prefix every output line with [rank]\n"
             "  -k, --keep-going  do not kill the others when one fails\n"
             "  --timeout SEC  kill everything after SEC seconds (exit 124)\n"
-            "  --spread MS    start rank r bound to CPU r mod k of the k "
-            "CPUs rcoll-run may\n"
-            "                 use, unbound after MS ms (default 200; 0: "
-            "off)\n"
+            "  --spread MS    start each rank bound to one of the k CPUs "
+            "rcoll-run may use\n"
+            "                 (rank r: the r-th; more than k ranks: blocks of "
+            "N/k ranks),\n"
+            "                 unbound after MS ms (default 200; 0: off)\n"
             "  -h, --help     this text\n"
             "Sets RCOLL_RANK, RCOLL_SIZE, RCOLL_ROOT=127.0.0.1:PORT, a random "
             "RCOLL_SECRET,\nRCOLL_LOCAL_RANK and RCOLL_LOCAL_SIZE for each "
@@ -264,7 +278,8 @@ int main(int argc, char **argv)
             perror("rcoll-run: pipe");
             return 1;
         }
-        ch[r].cpu = ncpu > 0 ? nth_cpu(&all, r % ncpu) : -1;
+        ch[r].cpu = ncpu <= 0 ? -1
+                    : nth_cpu(&all, n <= ncpu ? r : (int)((long)r * ncpu / n));
         pid_t pid = fork();
         if (pid < 0) {
             perror("rcoll-run: fork");
