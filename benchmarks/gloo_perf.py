@@ -15,7 +15,10 @@ reduce_scatter: that collective prints nothing.
 
 PERF_BACKEND=rcoll measures rcoll's c10d backend (bindings/torch, the
 rcoll_torch package must be importable) with the same calls instead;
-it does reduce_scatter (reduce_scatter_tensor).
+it does reduce_scatter (reduce_scatter_tensor). PERF_DEVICE=cuda puts the
+tensors on the first GPU (every rank shares it; gloo then stages them
+through host memory) and times up to the GPU's completion of the calls;
+PERF_BACKEND=nccl measures NCCL that way.
 """
 import os
 import socket
@@ -41,6 +44,10 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
     backend = os.environ.get("PERF_BACKEND", "gloo")
     if backend == "rcoll":
         import rcoll_torch  # noqa: F401  (registers the backend)
+    dev = os.environ.get("PERF_DEVICE", "cpu")
+    if dev == "cuda":
+        torch.cuda.set_device(0)  # every rank on the first GPU
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     dist.init_process_group(backend, rank=rank, world_size=n)
     lines = []
     size = minb
@@ -52,24 +59,25 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
             continue
         if coll == "allgather":
             count = per * n
-            a = torch.ones(per, dtype=torch.float32)
-            outs = [torch.empty(per, dtype=torch.float32) for _ in range(n)]
+            a = torch.ones(per, dtype=torch.float32, device=dev)
+            outs = [torch.empty(per, dtype=torch.float32, device=dev)
+                    for _ in range(n)]
             op = lambda: dist.all_gather(outs, a)
         elif coll == "reduce_scatter":
             count = per * n
-            a = torch.ones(count, dtype=torch.float32)
-            o = torch.empty(per, dtype=torch.float32)
+            a = torch.ones(count, dtype=torch.float32, device=dev)
+            o = torch.empty(per, dtype=torch.float32, device=dev)
             op = lambda: dist.reduce_scatter_tensor(o, a)
         elif coll == "alltoall":
             count = per * n
-            a = torch.ones(count, dtype=torch.float32)
-            o = torch.empty(count, dtype=torch.float32)
+            a = torch.ones(count, dtype=torch.float32, device=dev)
+            o = torch.empty(count, dtype=torch.float32, device=dev)
             op = lambda: dist.all_to_all_single(o, a)
         elif coll == "broadcast":
-            a = torch.ones(count, dtype=torch.float32)
+            a = torch.ones(count, dtype=torch.float32, device=dev)
             op = lambda: dist.broadcast(a, 0)
         else:
-            a = torch.ones(count, dtype=torch.float32)
+            a = torch.ones(count, dtype=torch.float32, device=dev)
             op = lambda: dist.all_reduce(a)
         for _ in range(warm):
             op()
@@ -79,7 +87,9 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
             t0 = time.perf_counter()
             for _ in range(k):
                 op()
-            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            sync()
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64,
+                             device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return t.item()
 

@@ -4,14 +4,15 @@
 # "N passed, M failed, K skipped"; exits 1 when anything failed, else 77
 # when anything skipped (no GPU or driver, a build without CUDA, or a test
 # that could not run here), else 0.
-# Usage: tests/gpu/run.sh BUILDDIR
+# Usage: tests/gpu/run.sh BUILDDIR (GPU_TEST_TIMEOUT: seconds a test may
+# take, default 900)
 B=${1:-build}
 RUN="$B/tools/rcoll-run"
 pass=0; fail=0; skip=0
 L=$(mktemp -d)
 t() { # t NAME CMD...
     name=$1; shift
-    timeout -k 5 900 "$@" > "$L/out" 2>&1
+    timeout -k 5 "${GPU_TEST_TIMEOUT:-900}" "$@" > "$L/out" 2>&1
     rc=$?
     if [ $rc = 0 ]; then
         pass=$((pass + 1)); printf 'PASS  %s\n' "$name"
