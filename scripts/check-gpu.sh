@@ -96,17 +96,17 @@ stage build 0 build > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 stage info 30 "$B/tools/rcoll-info" > "$OUT/info.txt" 2>&1
 stage driver 120 python3 "$SRC/tests/gpu/probe.py" > "$OUT/driver.json" 2>&1
 GPU_TEST_TIMEOUT=150 stage gpu-tests 420 sh "$SRC/tests/gpu/run.sh" "$B" > "$OUT/gpu-tests.log" 2>&1
-{
+torch_bench() {
     for n in 2 4; do
         for be in gloo nccl; do
             echo "== $be, $n ranks on one GPU, all-reduce float32 sum (bytes time_us)"
-            PERF_DEVICE=cuda PERF_BACKEND=$be NCCL_MULTI_RANK_GPU_ENABLE=1 timeout -k 5 90 \
+            PERF_DEVICE=cuda PERF_BACKEND=$be NCCL_MULTI_RANK_GPU_ENABLE=1 timeout -k 5 60 \
                 python3 "$SRC/benchmarks/gloo_perf.py" $n allreduce 4096 67108864 16 0 2 0.05 3 2>&1 |
                 grep -vE '^\s*$' | tail -n 20
         done
     done
-} > "$OUT/torch.txt" 2>&1
-printf '%-10s done  %4ds\n' torch $(($(date +%s) - START)) >> "$OUT/summary.txt"
+}
+stage torch 0 torch_bench > "$OUT/torch.txt" 2>&1
 if command -v compute-sanitizer > /dev/null; then
     for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool test_gpu contexts"
