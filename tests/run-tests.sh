@@ -124,6 +124,8 @@ t "p2p: tcp receives in place (every large receive's bytes land in the destinati
     sh "$S/tests/test_tcp_inplace.sh" "$B"
 t "fail: inplace, tcp (a receive in place times out mid-transfer)" 90 env RCOLL_TRANSPORTS=tcp \
     "$B/tests/test_fail" inplace
+t "fail: unplace_nomem, tcp (the transport fails the peer while the engine ends a failed receive)" \
+    90 env RCOLL_TRANSPORTS=tcp "$B/tests/test_fail" unplace_nomem
 t "p2p: shm single copy, 3 ranks" 300 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=4096 \
     "$RUN" -n 3 "$B/tests/test_p2p"
 # whole transfers as one single-copy message over 4 KiB slots (messages

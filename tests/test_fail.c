@@ -34,12 +34,15 @@
  *   inflight  (RCOLL_TIMEOUT=2, eager 64 MiB sends in 16 MiB chunks; shm:
  *             single copy from 4 KiB) rank 0's isend to rank 1 times out
  *             while its chunks are still in the transport (read in place
- *             by shm, queued for TCP) because rank 1 is stopped; rank 1,
- *             continued once rank 0's wait has returned (and 5 s after
- *             the fork at the earliest), receives them after rank 0 has
- *             waited for and so freed its request. The
- *             transport's late completions must not touch freed memory
- *             (run under ASan: tests/run-tests.sh's sanitizer job).
+ *             by shm, queued for TCP) because rank 1 is stopped; rank 0
+ *             then overwrites its buffer. Rank 1, continued once rank 0's
+ *             wait has returned (and 5 s after the fork at the earliest),
+ *             may fail its receive or get the old bytes, never one
+ *             written after rank 0's wait returned (the transports
+ *             withdraw a failed operation's sends: send_revoke). Nothing
+ *             may touch freed memory either (run under ASan:
+ *             tests/run-tests.sh's sanitizer job). TEST_REGISTER=1:
+ *             rank 0 registers its buffer (ib sends it zero-copy).
  *   inplace   (RCOLL_TIMEOUT=2) rank 0's 256 MiB irecv from rank 1 lands in
  *             place (tcp); once its first bytes are there, rank 0 stops
  *             rank 1 (SIGSTOP) mid-transfer: the receive fails with
@@ -48,6 +51,11 @@
  *             engine reads no socket after a failure at all, so this
  *             passes even without coll_sched_unplace (which keeps it so
  *             if that changes); it pins the behaviour, not that call.
+ *   unplace_nomem  inplace with RCOLL_FAULT=tcp_unplace_nomem: ending the
+ *             failed receive in place finds no memory for what landed, so
+ *             the transport fails the peer from inside that call; the
+ *             engine must not hold the communicator's lock then (it did,
+ *             and the transport's report took it again: a hang).
  *   abort_race  (one process, TRIALS, default 1000) a thread calls
  *             collectives, rcoll_comm_rank/size, dump and async-error on a
  *             one-rank communicator in a loop while another aborts it
@@ -57,7 +65,8 @@
  *   loop      (for tests/test_by_hand.sh) allreduce forever under
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
  * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|
- *                  late_abort|sigpipe|inflight|inplace|abort_race [TRIALS]|
+ *                  late_abort|sigpipe|inflight|inplace|unplace_nomem|
+ *                  abort_race [TRIALS]|
  *                  loop */
 #include <rcoll.h>
 #include <fcntl.h>
@@ -270,8 +279,13 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
             return 1;
         int ok = 1;
         double t0 = now();
+        void *reg = NULL;
         if (rank == 0) {
             memset(buf, 0x3c, bytes);
+            /* TEST_REGISTER=1: registered, so that ib sends it zero-copy */
+            if (getenv("TEST_REGISTER") &&
+                rcoll_comm_register(c, buf, bytes, &reg) != RCOLL_OK)
+                printf("rank 0: register: %s\n", rcoll_last_error());
             rcoll_request_t req;
             st = rcoll_isend(buf, bytes, RCOLL_UINT8, 1, c, NULL, &req);
             if (st == RCOLL_OK)
@@ -279,6 +293,9 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
             printf("rank 0: %s after %.2f s: %s\n", rcoll_status_string(st),
                    now() - t0, rcoll_last_error());
             ok = st == RCOLL_ERR_TIMEOUT;
+            /* the failed send's buffer is the caller's again: rank 1 must
+             * never complete its receive with these bytes */
+            memset(buf, 0xa5, bytes);
             *rank0_done = 1; /* now the parent may continue rank 1 */
             /* rank 1 takes the chunks from then on; the engine sees that
              * (its idle look, once a second) while this rank still runs */
@@ -292,13 +309,19 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
             printf("rank 1: recv after rank 0 gave up: %s: %s\n",
                    rcoll_status_string(st),
                    st == RCOLL_OK ? "" : rcoll_last_error());
+            /* it may fail (rank 0 withdrew the message) or arrive as it
+             * was before rank 0's wait returned; never with later bytes */
             for (size_t i = 0; st == RCOLL_OK && i < bytes; i++)
                 if (buf[i] != 0x3c) {
-                    printf("rank 1: byte %zu wrong\n", i);
+                    printf("rank 1: byte %zu is 0x%02x: written by rank 0 "
+                           "after its failed send returned\n", i,
+                           (unsigned char)buf[i]);
                     ok = 0;
                     break;
                 }
         }
+        if (reg)
+            rcoll_comm_deregister(c, reg);
         rcoll_comm_destroy(c);
         free(buf);
         return ok ? 0 : 2;
@@ -551,6 +574,13 @@ int main(int argc, char **argv)
         return by_hand_loop();
     if (!strcmp(scn, "abort_race"))
         return abort_race(argc > 2 ? atoi(argv[2]) : 1000);
+    if (!strcmp(scn, "unplace_nomem")) {
+        /* inplace, but ending the failed receive in place finds no memory
+         * for what landed: the transport fails the peer from inside that
+         * call, which must not deadlock on the communicator's lock */
+        scn = "inplace";
+        setenv("RCOLL_FAULT", "tcp_unplace_nomem", 1);
+    }
     if (!strcmp(scn, "timeout") || !strcmp(scn, "cycle") ||
         !strcmp(scn, "inplace"))
         setenv("RCOLL_TIMEOUT", "2", 1);
@@ -634,7 +664,8 @@ int main(int argc, char **argv)
             continue;
         }
         if (now() - t0 > 40) {
-            printf("FAIL %s: ranks still running after 40 s (a hang)\n", scn);
+            printf("FAIL %s: ranks still running after 40 s (a hang)\n",
+                   argv[1]);
             for (int r = 0; r < n; r++)
                 kill(pids[r], SIGKILL);
             bad++;
@@ -648,6 +679,6 @@ int main(int argc, char **argv)
         printf("FAIL timeout: no survivor named rank 3\n");
         bad++;
     }
-    printf("test_fail %s: %s\n", scn, bad ? "FAILED" : "ok");
+    printf("test_fail %s: %s\n", argv[1], bad ? "FAILED" : "ok");
     return bad ? 1 : 0;
 }

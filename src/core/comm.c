@@ -55,36 +55,13 @@ void rcoll__req_put(struct rcoll_request *r)
         free(r);
 }
 
-static void held_unlink(struct rcoll_comm *c, struct rcoll_request *r)
-{
-    struct rcoll_request **pp = &c->held;
-    while (*pp && *pp != r)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = r->next;
-    r->next = NULL;
-    r->held = 0;
-}
-
-/* A transport is done with a send's buffer (the engine's holder calls).
- * The cookie is the schedule inside its request; a request that failed
- * with sends in flight was held for this moment, so that neither it nor
- * its scratch buffers were freed under the transport. */
+/* A transport is done with a send's buffer. The cookie is the schedule
+ * inside its request; the request does not complete before every send of
+ * it is done or withdrawn (req_release_tl), so it is alive here. */
 static void tl_send_done(void *arg, void *cookie)
 {
-    struct rcoll_comm *c = arg;
-    coll_sched_t *s = cookie;
-    coll_sched_send_done(s);
-    if (s->sends_inflight > 0)
-        return;
-    struct rcoll_request *r =
-        (struct rcoll_request *)((char *)s -
-                                 offsetof(struct rcoll_request, sched));
-    if (r->held) {
-        held_unlink(c, r);
-        coll_sched_free(s);
-        rcoll__req_put(r);
-    }
+    (void)arg;
+    coll_sched_send_done(cookie);
 }
 
 static void tl_peer_failed(void *arg, int peer, rcoll_status_t st,
@@ -141,19 +118,35 @@ static void comm_wake(struct rcoll_comm *c)
 
 /* ---- the progress thread ---- */
 
+/* Before a request completes: no transport may write into its buffers any
+ * more (receives in place end) nor read from them (sends not done yet are
+ * withdrawn: send_revoke), so that they are the caller's again when
+ * rcoll_wait or rcoll_test reports the result, and its memory may be
+ * freed. The engine's holder, without c->lock: a transport may report a
+ * failure from here, which takes the lock (tl_peer_failed). */
+static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r)
+{
+    coll_sched_t *s = &r->sched;
+    r->released = 1;
+    if (!r->started || (s->nplaced == 0 && s->sends_inflight == 0))
+        return;
+    coll_sched_unplace(s, &c->env);
+    for (int i = 0; s->sends_inflight > 0 && i < c->ntls; i++)
+        c->tls[i]->send_revoke(c->tl_ctxs[i], s);
+    if (s->sends_inflight > 0) /* a transport broke its contract */
+        rcoll_warn("rank %d: %s #%llu: %d sends still held by a transport "
+                   "after send_revoke", c->rank, coll_kind_name(s->kind),
+                   (unsigned long long)s->seq, s->sends_inflight);
+}
+
 /* Takes r out of the queue and completes it (the engine's holder, with
- * c->lock). A failed operation whose sends a transport still holds (zero
- * copy from its buffers, a queued TCP write from its scratch) is held
- * until they are done or the transports are closed: its memory stays
- * valid for them even after the caller's rcoll_wait. */
+ * c->lock, after req_release_tl). */
 static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
                               rcoll_status_t st, const char *msg)
 {
     r->status = st;
     if (st != RCOLL_OK)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg);
-    /* no transport may write into its buffers once it is done */
-    coll_sched_unplace(&r->sched, &c->env);
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -163,14 +156,7 @@ static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
     else
         c->qtail = r->prev;
     r->next = r->prev = NULL;
-    if (r->sched.sends_inflight > 0) {
-        __atomic_add_fetch(&r->refs, 1, __ATOMIC_ACQ_REL);
-        r->held = 1;
-        r->next = c->held;
-        c->held = r;
-    } else {
-        coll_sched_free(&r->sched); /* its buffers are no longer needed */
-    }
+    coll_sched_free(&r->sched); /* its buffers are no longer needed */
     __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
 }
 
@@ -188,12 +174,24 @@ struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c)
     return first;
 }
 
-static void fail_all_locked(struct rcoll_comm *c)
+/* Completes every queued request with status st (the engine's holder,
+ * without c->lock); msg NULL: with the communicator's error. */
+static void fail_all(struct rcoll_comm *c, rcoll_status_t st, const char *msg)
 {
+    pthread_mutex_lock(&c->lock);
     while (c->qhead) {
         struct rcoll_request *r = c->qhead;
-        req_finish_locked(c, r, c->error, c->errmsg);
+        if (!r->released) {
+            /* only the engine's holder (us) completes requests: r stays
+             * the head while the lock is dropped */
+            pthread_mutex_unlock(&c->lock);
+            req_release_tl(c, r);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        req_finish_locked(c, r, msg ? st : c->error, msg ? msg : c->errmsg);
     }
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* No operation in flight has moved for RCOLL_TIMEOUT: the communicator
@@ -258,8 +256,10 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     if (failed)
         for (struct rcoll_request *q = c->qhead, *nx; q; q = nx) {
             nx = q->next;
-            if (!q->started)
+            if (!q->started) { /* nothing of it in a transport */
+                q->released = 1;
                 req_finish_locked(c, q, c->error, c->errmsg);
+            }
         }
     r = c->qhead;
     if (!r && c->stop) {
@@ -314,6 +314,7 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         msg[0] = '\0';
         if (st != RCOLL_OK) /* not on the fast path */
             snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        req_release_tl(c, r);
         pthread_mutex_lock(&c->lock);
         /* a broken link or a mismatch poisons the communicator: the ranks
          * no longer agree on what comes next */
@@ -324,9 +325,7 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         pthread_mutex_unlock(&c->lock);
     }
     if (failed) {
-        pthread_mutex_lock(&c->lock);
-        fail_all_locked(c);
-        pthread_mutex_unlock(&c->lock);
+        fail_all(c, RCOLL_OK, NULL);
         return 0;
     }
     if (finished) { /* back to the caller at once (latency) */
@@ -763,14 +762,6 @@ static void comm_free(struct rcoll_comm *c)
         close(c->epfd);
     if (c->evfd >= 0)
         close(c->evfd);
-    /* the transports are closed: what they held of failed operations is
-     * theirs no more */
-    while (c->held) {
-        struct rcoll_request *r = c->held;
-        held_unlink(c, r);
-        coll_sched_free(&r->sched);
-        rcoll__req_put(r);
-    }
     coll_match_destroy(c->match);
     coll_area_destroy(c->env.area);
     free(c->snap);
@@ -1359,19 +1350,17 @@ static rcoll_status_t comm_close(struct rcoll_comm *c, int abort)
      * operation another thread posted meanwhile) fails here. */
     pthread_mutex_lock(&c->engine);
     pthread_mutex_lock(&c->lock);
-    if (c->qhead) {
-        if (c->error == RCOLL_OK) {
-            char msg[256];
-            snprintf(msg, sizeof(msg), "rank %d: the communicator was "
-                     "destroyed with this operation in flight", c->rank);
-            for (struct rcoll_request *q = c->qhead, *nx; q; q = nx) {
-                nx = q->next;
-                req_finish_locked(c, q, RCOLL_ERR_INVALID_ARGUMENT, msg);
-            }
-        } else {
-            fail_all_locked(c);
-        }
+    int failed = c->error != RCOLL_OK;
+    pthread_mutex_unlock(&c->lock);
+    if (failed) {
+        fail_all(c, RCOLL_OK, NULL);
+    } else {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "rank %d: the communicator was "
+                 "destroyed with this operation in flight", c->rank);
+        fail_all(c, RCOLL_ERR_INVALID_ARGUMENT, msg);
     }
+    pthread_mutex_lock(&c->lock);
     st = c->error;
     pthread_mutex_unlock(&c->lock);
     close_transports(c, abort || c->error != RCOLL_OK,

@@ -14,10 +14,9 @@ struct rcoll_request {
     int done;
     int started;
     int grouped;                  /* posted in a group not ended yet */
-    int refs;                     /* atomic: the caller's, plus one while a
-                                     failed operation's sends are still in
-                                     a transport (held) */
-    int held;                     /* on the communicator's held list */
+    int refs;                     /* atomic: the caller's */
+    int released;                 /* the transports let go of its buffers
+                                     (req_release_tl) */
     double last_progress;
     struct rcoll_request *next, *prev; /* in the communicator's queue */
     struct rcoll_request *group_next;  /* in the thread's open group */
@@ -67,8 +66,6 @@ struct rcoll_comm {
     uint64_t coll_seq;            /* collectives posted */
     uint64_t *p2p_tx;             /* by peer: sends posted to it */
     struct coll_match *match;     /* messages set aside (engine) */
-    struct rcoll_request *held;   /* failed operations whose sends are
-                                     still in a transport (engine) */
     double last_progress;         /* when an operation last moved */
     coll_sched_t *inline_s;       /* a blocking call running through the
                                      shared area in its caller's thread,

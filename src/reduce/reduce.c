@@ -5,6 +5,7 @@
  * conversion instructions where the CPU has them, bit-identical to the
  * portable conversion). */
 #include "reduce.h"
+#include "util/params.h"
 /* -O3 here even when CFLAGS says -O2 (CFLAGS comes last on the command
  * line): -O2's cheap vectorizer gives up on loops whose output may alias an
  * input, which every kernel's does (in-place reductions). */
@@ -304,12 +305,16 @@ static int cpu_has_f16c(void)
 #ifdef HAVE_X86_F16C
 static int f16c, avx2;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
-/* RCOLL_SIMD (in the parameter table) is read here directly: kernels are
- * looked up before and without a communicator */
+/* RCOLL_SIMD: kernels are looked up before and without a communicator,
+ * so the table is read here (once, like everywhere) */
+static int simd_on(void)
+{
+    return rcoll_config_init() != RCOLL_OK || rcoll_config.simd != 0;
+}
+
 static void cpu_detect(void)
 {
-    const char *v = getenv("RCOLL_SIMD");
-    int simd = !(v && v[0] == '0');
+    int simd = simd_on();
     f16c = simd && cpu_has_f16c();
     avx2 = simd && __builtin_cpu_supports("avx2");
 }
@@ -319,8 +324,7 @@ const char *rcoll_reduce_isa(void)
 {
 #ifdef HAVE_X86_F16C
     pthread_once(&cpu_once, cpu_detect);
-    const char *v = getenv("RCOLL_SIMD");
-    if (v && v[0] == '0')
+    if (!simd_on())
         return "portable (RCOLL_SIMD=0)";
     if (__builtin_cpu_supports("avx512f"))
         return f16c ? "avx512 (+f16c)" : "avx512";

@@ -34,7 +34,9 @@ typedef struct rcoll_ev_handler {
     void (*cb)(struct rcoll_ev_handler *h, uint32_t events);
 } rcoll_ev_handler_t;
 
-/* Calls from a transport back into the engine. */
+/* Calls from a transport back into the engine. A transport makes them
+ * from inside its own ops; the engine never calls an op while it holds the
+ * communicator's lock, which peer_failed takes. */
 typedef struct {
     void *arg;
     /* the send with this cookie has left the user's buffer */
@@ -160,6 +162,16 @@ typedef struct rcoll_tl_ops {
      * holds in dst of messages not yet released (a failed operation's) is
      * moved to its own memory first, so dst may be freed at once. */
     void (*recv_unplace)(rcoll_tl_ep_t *ep, const rcoll_tl_place_t *pl);
+    /* Withdraws every send posted with this cookie whose send_done has
+     * not come yet (a failed operation's, before its request completes):
+     * on return the transport reads none of the memory those sends were
+     * given, and it has called send_done for each. It may carry such a
+     * message on from a copy of its own, drop it (its receive then never
+     * completes at the peer), or revoke it so that a peer reading it at
+     * that moment fails the receive; a peer never completes a receive
+     * with bytes read from that memory after this call. Bounded in time.
+     * Required. */
+    void (*send_revoke)(rcoll_tl_ctx_t *ctx, void *cookie);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
     /* For rcoll-info -m: the bytes this rank allocates per peer it serves

@@ -1,5 +1,6 @@
 /* Time, randomness, SipHash, hex, names. */
 #include "util.h"
+#include "params.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -122,7 +123,7 @@ static void crc_init(void)
     }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     crc_hw = __builtin_cpu_supports("sse4.2") &&
-             getenv("RCOLL_CRC_SOFT") == NULL;
+             (rcoll_config_init() != RCOLL_OK || !rcoll_config.crc_soft);
 #endif
 }
 

@@ -323,6 +323,14 @@ static const param_t params[] = {
       "the tuner's model of a TCP message (benchmarks/fit_tuner)"),
     P("TUNE_REDUCE_GBPS", "8.7", "GB/s", tune_reduce_gbps, seconds,
       "the tuner's reduction bandwidth of one core (benchmarks/membw.c)"),
+    P("CRC_SOFT", "0", "int", crc_soft, int,
+      "1: the portable CRC32C (RCOLL_CHECKSUM) instead of SSE4.2's "
+      "(results are identical; for tests)"),
+    P("FAULT", "", "list", fault, string,
+      "for tests: fault sites to trigger, comma-separated site[:n] (n: "
+      "only its n-th time; default every time). Sites: tcp_unplace_nomem "
+      "(ending a receive in place finds no memory to move a landed "
+      "message into, which fails the peer)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 
@@ -426,6 +434,30 @@ void rcoll_config_value_string(int i, char *buf, size_t len)
 {
     rcoll_config_init();
     params[i].print((const char *)&rcoll_config + params[i].offset, buf, len);
+}
+
+#define FAULT_SITES 16
+static int fault_hits[FAULT_SITES];
+
+int rcoll_fault(const char *site)
+{
+    const char *p = rcoll_config.fault;
+    size_t n = strlen(site);
+    for (int i = 0; p && *p; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len >= n && !strncmp(p, site, n) && (len == n || p[n] == ':')) {
+            long nth = len > n ? strtol(p + n + 1, NULL, 10) : 0;
+            int hit = __atomic_add_fetch(&fault_hits[i % FAULT_SITES], 1,
+                                         __ATOMIC_RELAXED);
+            if (nth > 0 && hit != nth)
+                return 0;
+            rcoll_warn("RCOLL_FAULT: %s, its time %d", site, hit);
+            return 1;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
 }
 
 int rcoll_config_name_allowed(const char *spec, const char *name)

@@ -65,6 +65,8 @@ typedef struct {
     rcoll_link_model_t tune_shm;
     rcoll_link_model_t tune_tcp;
     double tune_reduce_gbps;    /* one core's dst = a op b, GB/s */
+    int crc_soft;               /* portable CRC32C (tests) */
+    const char *fault;          /* test fault sites (rcoll_fault) */
 } rcoll_config_t;
 
 extern rcoll_config_t rcoll_config;
@@ -91,6 +93,11 @@ void rcoll_config_value_string(int i, char *buf, size_t len);
 /* 1 if parameter i shapes schedules or the wire, so every rank of a
  * communicator must have the same value (checked at init). */
 int rcoll_config_is_shared(int i);
+
+/* Test hook: 1 if the fault site `site` is to fail now (RCOLL_FAULT names
+ * it, and this is its time); logs a warning when it fires. Cold paths
+ * only: it scans the setting's string. */
+int rcoll_fault(const char *site);
 
 /* Parses "1k", "512K", "8M", "2G" (binary) into bytes; -1 on error. */
 int rcoll_parse_size(const char *s, size_t *out);

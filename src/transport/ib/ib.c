@@ -564,6 +564,20 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
     }
 }
 
+/* A message's last work request completed (or was flushed): its staging
+ * slot is free, and a zero-copy send's memory is read no more. */
+static void ib_tx_completed(ib_qp_t *q)
+{
+    struct rcoll_tl_ctx *ctx = q->ep->ctx;
+    void **c = &q->tx_cookie[q->tx_done % (uint64_t)ctx->p.nslots];
+    q->tx_done++;
+    if (*c) {
+        void *cookie = *c;
+        *c = NULL;
+        ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    }
+}
+
 static int ib_poll(struct rcoll_tl_ctx *ctx)
 {
     struct ibv_wc wc[32];
@@ -584,6 +598,8 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
                 continue; /* a QP of a connection attempt redone */
             if (kind != WR_RECV)
                 q->sq_free++;
+            if (kind == WR_DATA) /* done, or flushed: the NIC let go */
+                ib_tx_completed(q);
             if (wc[i].status != IBV_WC_SUCCESS) {
                 char why[256];
                 if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
@@ -597,15 +613,7 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
                 ib_qp_ended(q, why);
                 continue;
             }
-            if (kind == WR_DATA) {
-                void **c = &q->tx_cookie[q->tx_done % (uint64_t)ctx->p.nslots];
-                q->tx_done++;
-                if (*c) {
-                    void *cookie = *c;
-                    *c = NULL;
-                    ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
-                }
-            } else if (kind == WR_RECV) {
+            if (kind == WR_RECV) {
                 q->heard = 1;
                 uint32_t w = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM
                                  ? ntohl(wc[i].imm_data)
@@ -915,6 +923,68 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
     }
     return RCOLL_OK;
+}
+
+/* 1 if a zero-copy send with this cookie is still posted on q */
+static int ib_qp_holds(const ib_qp_t *q, const void *cookie)
+{
+    uint64_t ns = (uint64_t)q->ep->ctx->p.nslots;
+    for (uint64_t k = q->tx_done; k < q->tx_seq; k++)
+        if (q->tx_cookie[k % ns] == cookie)
+            return 1;
+    return 0;
+}
+
+/* Withdraws the zero-copy sends of a failed operation (transport op
+ * send_revoke): the NIC may read registered user memory until their
+ * completions. They get IB_REVOKE_WAIT seconds to complete; a queue pair
+ * that still holds one then goes to the error state, which flushes its
+ * work requests (the NIC reads nothing more of them), and fails its
+ * peer. Sends from staging hold nothing of the caller's. */
+#define IB_REVOKE_WAIT 1.0
+static void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+{
+    double wait = RCOLL_MIN(IB_REVOKE_WAIT, rcoll_config.timeout);
+    double stop_at = rcoll_time_sec() + wait, give_up = stop_at + wait;
+    for (;;) {
+        int held = 0;
+        double now = rcoll_time_sec();
+        for (int i = 0; i < ctx->nq; i++) {
+            ib_qp_t *q = ctx->qps[i];
+            if (!q->qp || !ib_qp_holds(q, cookie))
+                continue;
+            held = 1;
+            if (now >= stop_at && !q->ended) {
+                struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+                int rc = ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+                ib_qp_ended(q, rc ? "a failed operation's zero-copy send "
+                            "did not complete, and its queue pair could not "
+                            "be stopped" : "a failed operation's zero-copy "
+                            "send did not complete in time: its queue pair "
+                            "was stopped");
+            }
+        }
+        if (!held)
+            return;
+        if (now >= give_up)
+            break;
+        if (ib_poll(ctx) == 0)
+            usleep(100);
+    }
+    /* a device that flushes nothing: nothing more can be done here */
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    for (int i = 0; i < ctx->nq; i++) {
+        ib_qp_t *q = ctx->qps[i];
+        for (uint64_t k = q->tx_done; q->qp && k < q->tx_seq; k++)
+            if (q->tx_cookie[k % ns] == cookie) {
+                rcoll_warn("ib: rank %d: %s did not flush a zero-copy send "
+                           "to rank %d within %g s of stopping its queue "
+                           "pair", ctx->p.rank, ctx->devname, q->ep->peer,
+                           wait);
+                q->tx_cookie[k % ns] = NULL;
+                ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+            }
+    }
 }
 
 /* ---- receives in place ---- */
@@ -1991,6 +2061,7 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .recv_full = ib_recv_full,
     .recv_place = ib_recv_place,
     .recv_unplace = ib_recv_unplace,
+    .send_revoke = ib_send_revoke,
     .progress = ib_progress,
     .idle = ib_idle,
     .ctx_destroy = ib_ctx_destroy,

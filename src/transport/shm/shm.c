@@ -90,7 +90,11 @@ typedef struct {
 typedef struct {
     rcoll_msg_hdr_t hdr;
     uint64_t cma_addr;          /* sender's address; 0: payload in the slot */
-    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 8];
+    uint32_t revoked;           /* sender: the single-copy message's
+                                   operation failed and its memory is the
+                                   caller's again (shm_send_revoke); the
+                                   receiver checks after reading */
+    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 12];
 } shm_slot_hdr_t;
 
 typedef struct shm_ep {
@@ -380,6 +384,7 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ctx->p.chunk_size);
     sh->hdr = *hdr;
+    sh->revoked = 0;
     if (single) {
         sh->cma_addr = (uint64_t)(uintptr_t)payload;
         ep->tx_cookie[ep->tx_head % ns] = cookie;
@@ -482,7 +487,44 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
         }
         got += (size_t)n;
     }
+    /* Read from memory that was the sender's operation's all along? Its
+     * revocation (a seq_cst store, then its caller's writes) comes after
+     * our reads if we do not see it here: a seqlock reader's check. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
+    if (__atomic_load_n(&sh->revoked, __ATOMIC_ACQUIRE))
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: rank %d (pid %d) "
+                                "withdrew a %zu-byte message while it was "
+                                "read: its operation failed and the caller "
+                                "took its buffer back", ep->peer,
+                                (int)ep->pid, len);
     return RCOLL_OK;
+}
+
+/* Withdraws the single-copy sends of a failed operation (transport op
+ * send_revoke): each slot that still points into its memory is marked
+ * revoked, so that a receiver reading it now fails the receive instead of
+ * taking bytes its caller may rewrite from here on. */
+static void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+{
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    int any = 0;
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        for (uint64_t k = ep ? ep->tx_done : 0; ep && k < ep->tx_head; k++) {
+            if (ep->tx_cookie[k % ns] != cookie)
+                continue;
+            shm_slot_hdr_t *sh =
+                (shm_slot_hdr_t *)(ep->tx_slots + (k % ns) * ctx->slot_size);
+            __atomic_store_n(&sh->revoked, 1, __ATOMIC_SEQ_CST);
+            ep->tx_cookie[k % ns] = NULL;
+            ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+            any = 1;
+        }
+    }
+    /* the marks before any write of the caller's to its buffers */
+    if (any)
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 static void shm_recv_release(rcoll_tl_ep_t *tep)
@@ -927,6 +969,7 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .recv_peek = shm_recv_peek,
     .recv_copy = shm_recv_copy,
     .recv_release = shm_recv_release,
+    .send_revoke = shm_send_revoke,
     .recv_full = shm_recv_full,
     .progress = shm_progress,
     .wait = shm_wait,

@@ -93,6 +93,8 @@ typedef struct {
 typedef struct {
     tcp_wire_t wire;
     const char *payload;
+    char *own;         /* the payload, copied when its operation failed
+                          mid-write (tcp_send_revoke); freed once written */
     size_t off;        /* bytes of wire+payload written */
     void *cookie;
     int has_payload;
@@ -408,9 +410,11 @@ static void tcp_sock_write(tcp_sock_t *s)
         if (it->off == wlen + plen) {
             void *cookie = it->cookie;
             uint32_t type = it->wire.type;
+            free(it->own);
+            it->own = NULL;
             s->txq_head = (s->txq_head + 1) % s->txq_cap;
             s->txq_count--;
-            if (type == TCP_DATA)
+            if (type == TCP_DATA && cookie)
                 ep->ctx->p.ev->send_done(ep->ctx->p.ev->arg, cookie);
         }
     }
@@ -454,6 +458,51 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     ep->tx_seq++;
     tcp_sock_write(s);
     return RCOLL_OK;
+}
+
+/* Withdraws the queued sends of an operation that failed (transport op
+ * send_revoke), so that nothing reads its buffers once its request
+ * completes. A message not started is dropped: the peer never completes
+ * its receive (the communicator has failed; the peer learns it from our
+ * abort or its own deadline). The one being written, at the queue's head,
+ * goes on from a copy of its payload, so that the socket's stream stays
+ * whole; with no memory for the copy the socket ends instead. */
+static void tcp_sock_revoke(tcp_sock_t *s, void *cookie)
+{
+    const rcoll_tl_events_t *ev = s->ep->ctx->p.ev;
+    int n = s->txq_count, kept = 0;
+    for (int i = 0; i < n; i++) {
+        tcp_txitem_t it = s->txq[(s->txq_head + i) % s->txq_cap];
+        if (it.cookie == cookie && it.wire.type == TCP_DATA) {
+            if (i > 0 || s->closed)
+                goto drop; /* not started (only the head may be) */
+            size_t len = it.has_payload ? it.wire.hdr.len : 0;
+            char *copy = len ? malloc(len) : NULL;
+            if (len && !copy) {
+                tcp_sock_end(s, "out of memory for the rest of a failed "
+                             "operation's message", ENOMEM);
+                goto drop;
+            }
+            if (len)
+                memcpy(copy, it.payload, len);
+            it.payload = it.own = copy;
+            it.cookie = NULL;
+            ev->send_done(ev->arg, cookie);
+        }
+        s->txq[(s->txq_head + kept++) % s->txq_cap] = it;
+        continue;
+    drop:
+        free(it.own);
+        ev->send_done(ev->arg, cookie);
+    }
+    s->txq_count = kept;
+}
+
+static void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+{
+    for (int i = 0; i < ctx->p.nranks; i++)
+        for (int k = 0; ctx->eps[i] && k < ctx->nsocks; k++)
+            tcp_sock_revoke(&ctx->eps[i]->socks[k], cookie);
 }
 
 /* ---- receive side ---- */
@@ -672,7 +721,7 @@ static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     const char *lo = pl->dst, *hi = pl->dst + pl->bytes;
     for (int k = 0; k < ep->ctx->nsocks; k++) {
         tcp_sock_t *s = &ep->socks[k];
-        int err = 0;
+        int err = rcoll_fault("tcp_unplace_nomem"); /* (tests) */
         if (!s->slot_pay)
             continue;
         for (int j = 0; j < s->sl.count; j++) {
@@ -948,6 +997,8 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
         free(s->tx_isbig);
         free(s->slot_pay);
         free(s->slot_hdr);
+        for (int j = 0; s->txq && j < s->txq_count; j++)
+            free(s->txq[(s->txq_head + j) % s->txq_cap].own);
         free(s->txq);
         free(s->rb);
     }
@@ -1290,6 +1341,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_full = tcp_recv_full,
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,
+    .send_revoke = tcp_send_revoke,
     .progress = NULL,
     .idle = tcp_idle,
     .ctx_destroy = tcp_ctx_destroy,
