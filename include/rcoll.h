@@ -65,6 +65,10 @@ typedef enum {
     /* the caller's arguments */
     RCOLL_ERR_INVALID_ARGUMENT  = -1,  /**< bad pointer, enum, rank or size */
     RCOLL_ERR_NOT_SUPPORTED     = -2,  /**< valid but not available in this build */
+    RCOLL_ERR_TRUNCATED         = -3,  /**< a receive's buffer is smaller than
+                                            the message it matched (that
+                                            receive alone fails; the
+                                            communicator goes on) */
     /* this process / the system */
     RCOLL_ERR_NO_MEMORY         = -10, /**< allocation failed */
     RCOLL_ERR_SYSTEM            = -11, /**< a system call failed */
@@ -286,8 +290,14 @@ RCOLL_API rcoll_status_t rcoll_send_tag(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
         rcoll_stream_t stream);
 
-/** Receive `count` elements from `peer` with `tag` (>= 0). The count must
- *  equal the send's (else RCOLL_ERR_MISMATCH naming both ranks). */
+/** Receive up to `count` elements from `peer` with `tag` (>= 0). The
+ *  message may be shorter than `count` (rcoll_wait_status tells how many
+ *  elements arrived; the rest of `buf` is untouched). A longer one is
+ *  consumed and dropped, and this receive alone fails with
+ *  RCOLL_ERR_TRUNCATED naming the peer, the tag and both sizes; the
+ *  sender's side completes and the communicator goes on (MPI's
+ *  MPI_ERR_TRUNCATE). The datatype must be the send's (else
+ *  RCOLL_ERR_MISMATCH, which fails the communicator). */
 RCOLL_API rcoll_status_t rcoll_recv_tag(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
         rcoll_stream_t stream);
@@ -365,8 +375,35 @@ RCOLL_API rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf,
 RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done);
 
 /** Block until the operation finishes (bounded by RCOLL_TIMEOUT of no
- *  progress), free the request and return the operation's status. */
+ *  progress), free the request and return the operation's status. Once it
+ *  returns (with any status), the operation's buffers are the caller's:
+ *  no transport reads or writes them any more, and no peer completes a
+ *  receive with bytes written to them afterwards (docs/reliability.md). */
 RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req);
+
+/** What a finished operation did (rcoll_wait_status, rcoll_test_status).
+ *  Set `size` to sizeof(rcoll_req_status_t) before the call
+ *  (RCOLL_REQ_STATUS_INIT does): fields past it are not written, so the
+ *  struct can grow. */
+typedef struct {
+    size_t size;           /**< in: sizeof(rcoll_req_status_t) */
+    rcoll_status_t error;  /**< out: the operation's status */
+    size_t count;          /**< out: a receive: the elements of the message
+                                it matched (on RCOLL_ERR_TRUNCATED: the
+                                message's count, more than the buffer
+                                holds); otherwise the count of the call */
+    int source;            /**< out: a receive: the sending rank; else -1 */
+    int tag;               /**< out: a receive: the message's tag; else -1 */
+} rcoll_req_status_t;
+#define RCOLL_REQ_STATUS_INIT {sizeof(rcoll_req_status_t), RCOLL_OK, 0, -1, -1}
+
+/** rcoll_wait that also fills *status (may be NULL). */
+RCOLL_API rcoll_status_t rcoll_wait_status(rcoll_request_t req,
+                                           rcoll_req_status_t *status);
+
+/** rcoll_test that also fills *status (may be NULL) once *done is 1. */
+RCOLL_API rcoll_status_t rcoll_test_status(rcoll_request_t req, int *done,
+                                           rcoll_req_status_t *status);
 
 /* ------------------------------------------------------------------------ */
 /* Errors and sizes                                                          */

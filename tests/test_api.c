@@ -265,7 +265,8 @@ static void wrong_secret(void)
 static void strings(void)
 {
     int codes[] = {RCOLL_OK, RCOLL_INPROGRESS, RCOLL_ERR_INVALID_ARGUMENT,
-                   RCOLL_ERR_NOT_SUPPORTED, RCOLL_ERR_NO_MEMORY,
+                   RCOLL_ERR_NOT_SUPPORTED, RCOLL_ERR_TRUNCATED,
+                   RCOLL_ERR_NO_MEMORY,
                    RCOLL_ERR_SYSTEM, RCOLL_ERR_NO_DEVICE, RCOLL_ERR_REMOTE,
                    RCOLL_ERR_MISMATCH, RCOLL_ERR_AUTH, RCOLL_ERR_PROTOCOL,
                    RCOLL_ERR_TIMEOUT, RCOLL_ERR_ABORTED, RCOLL_ERR_INTERNAL};

@@ -18,6 +18,10 @@
  *   unexpected  64 eager sends waited for before their receiver posts a
  *             receive for them, while it waits for a third rank that
  *             waits for the sender (3 ranks or more)
+ *   sizes     receives larger than their message (rcoll_wait_status's
+ *             count; the rest of the buffer untouched) and smaller
+ *             (RCOLL_ERR_TRUNCATED for that receive alone; the sender
+ *             completes; the next exchange works)
  * Sizes run from 4 bytes to -e BYTES (default 64 MiB) by factors of 16.
  *
  * With -L N it also checks that the process holds N listening TCP
@@ -452,11 +456,101 @@ static int count_listeners(void)
     return found;
 }
 
+/* Counts that differ (MPI's rules): each rank sends `bytes` to the next
+ * with tag 11; the receiver posts a buffer 3 KiB larger (the message
+ * lands, rcoll_wait_status says how many bytes, source and tag, and the
+ * rest of the buffer is untouched), then with tag 12 a buffer one byte
+ * smaller (only that receive fails, RCOLL_ERR_TRUNCATED naming the
+ * sender, the tag and both sizes; the sender's side completes), then a
+ * blocking receive the same way, then a matching exchange that must work:
+ * the communicator goes on. Eager and rendezvous sizes both. */
+static void t_sizes(size_t bytes, int rnd)
+{
+    if (n < 2 || bytes == 0)
+        return;
+    int to = (rank + 1) % n, from = (rank - 1 + n) % n;
+    size_t extra = 3072;
+    char *sb = xmalloc(bytes), *rb = xmalloc(bytes + extra);
+    char *sent = xmalloc(bytes);
+    rcoll_request_t rs, rr;
+    rcoll_req_status_t rst = RCOLL_REQ_STATUS_INIT;
+    pat(sb, bytes, rank, to, 11, rnd);
+    /* a larger receive buffer */
+    memset(rb, 0x77, bytes + extra);
+    CK(rcoll_isend_tag(sb, bytes, RCOLL_UINT8, to, 11, comm, NULL, &rs),
+       "sizes: isend");
+    CK(rcoll_irecv_tag(rb, bytes + extra, RCOLL_UINT8, from, 11, comm, NULL,
+                       &rr), "sizes: irecv (larger)");
+    CK(rcoll_wait_status(rr, &rst), "sizes: wait (larger)");
+    CK(rcoll_wait(rs), "sizes: wait (send)");
+    expect(rb, bytes, from, 11, rnd, "sizes: larger buffer");
+    checks++;
+    size_t k = 0;
+    while (k < extra && (unsigned char)rb[bytes + k] == 0x77)
+        k++;
+    if (rst.count != bytes || rst.source != from || rst.tag != 11 ||
+        rst.error != RCOLL_OK || k != extra) {
+        failures++;
+        printf("FAIL rank %d/%d: sizes: %zu-byte message into %zu bytes: "
+               "status count %zu source %d tag %d error %d, %zu of the %zu "
+               "bytes past it untouched\n", rank, n, bytes, bytes + extra,
+               rst.count, rst.source, rst.tag, (int)rst.error, k, extra);
+    }
+    /* a smaller one: truncated, non-blocking then blocking */
+    for (int blocking = 0; blocking < 2; blocking++) {
+        rcoll_status_t st;
+        pat(sb, bytes, rank, to, 12, rnd + blocking);
+        CK(rcoll_isend_tag(sb, bytes, RCOLL_UINT8, to, 12, comm, NULL, &rs),
+           "sizes: isend (truncated)");
+        rcoll_req_status_t ts = RCOLL_REQ_STATUS_INIT;
+        if (blocking) {
+            st = rcoll_recv_tag(rb, bytes - 1, RCOLL_UINT8, from, 12, comm,
+                                NULL);
+        } else {
+            CK(rcoll_irecv_tag(rb, bytes - 1, RCOLL_UINT8, from, 12, comm,
+                               NULL, &rr), "sizes: irecv (smaller)");
+            st = rcoll_wait_status(rr, &ts);
+        }
+        char msg[1024], want[96];
+        snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+        snprintf(want, sizeof(want), "the message is %zu uint8 (%zu bytes)",
+                 bytes, bytes);
+        char pr[32], tg[16];
+        snprintf(pr, sizeof(pr), "rank %d ", from);
+        snprintf(tg, sizeof(tg), "tag 12");
+        checks++;
+        if (st != RCOLL_ERR_TRUNCATED || !strstr(msg, want) ||
+            !strstr(msg, pr) || !strstr(msg, tg) ||
+            (!blocking && (ts.error != RCOLL_ERR_TRUNCATED ||
+                           ts.count != bytes || ts.source != from))) {
+            failures++;
+            printf("FAIL rank %d/%d: sizes: %zu-byte message into %zu bytes "
+                   "(%s): %s: %s (status count %zu)\n", rank, n, bytes,
+                   bytes - 1, blocking ? "blocking" : "non-blocking",
+                   rcoll_status_string(st), msg, ts.count);
+        }
+        CK(rcoll_wait(rs), "sizes: the truncated message's send");
+    }
+    /* the communicator goes on: the same tag again, matching counts */
+    pat(sb, bytes, rank, to, 12, rnd + 7);
+    memcpy(sent, sb, bytes);
+    CK(rcoll_isend_tag(sb, bytes, RCOLL_UINT8, to, 12, comm, NULL, &rs),
+       "sizes: isend after");
+    CK(rcoll_recv_tag(rb, bytes, RCOLL_UINT8, from, 12, comm, NULL),
+       "sizes: recv after the truncation");
+    CK(rcoll_wait(rs), "sizes: wait after");
+    expect(rb, bytes, from, 12, rnd + 7, "sizes: after a truncation");
+    free(sb);
+    free(rb);
+    free(sent);
+}
+
 int main(int argc, char **argv)
 {
     size_t emax = (size_t)64 << 20;
     int want_listeners = -1;
-    const char *tests = "ring,halo,allpairs,tags,group,overlap,unexpected";
+    const char *tests =
+        "ring,halo,allpairs,tags,group,overlap,unexpected,sizes";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-e") && i + 1 < argc)
             emax = (size_t)strtoull(argv[++i], NULL, 10);
@@ -497,6 +591,8 @@ int main(int argc, char **argv)
             t_group(b, rnd);
         if (has(tests, "overlap"))
             t_overlap(b, rnd);
+        if (has(tests, "sizes") && b <= ((size_t)16 << 20))
+            t_sizes(b, rnd);
         if (has(tests, "tags") && b <= ((size_t)1 << 20)) {
             t_tags(b, 0);
             t_tags(b, 1);

@@ -265,6 +265,48 @@ static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
     return h->tag == (uint32_t)s->tag;
 }
 
+/* The first message of a send matched receive s (its class and tag are
+ * right, it is the first of its sender in order): the rest of the receive
+ * is rebuilt for what that send carries (coll_recv_steps). A message of
+ * another datatype is left to hdr_ok (a mismatch of the ranks' calls). */
+static rcoll_status_t recv_matched(coll_sched_t *s, const coll_env_t *e,
+                                   const rcoll_msg_hdr_t *h)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
+    if ((h->kind & 0x00ffffffu) != sched_kind_word(s) ||
+        h->total > SIZE_MAX / dts)
+        return RCOLL_OK;
+    s->p2p_cap = s->count;
+    s->p2p_trunc = h->total > s->count;
+    s->count = (size_t)h->total;
+    s->nsteps = 0;
+    rcoll_status_t st = coll_recv_steps(
+        s, COLL_MSG_CLASS(h->kind) == COLL_MSG_RTS, s->count * dts,
+        s->p2p_trunc);
+    if (st != RCOLL_OK)
+        return st;
+    if (s->recv_done != s->state_small)
+        free(s->recv_done);
+    s->recv_done = NULL;
+    return sched_state_init(s, e);
+}
+
+/* A receive whose message was longer than its buffer, once all of it was
+ * consumed: it fails alone; the communicator goes on (the engine does not
+ * fail it for this status). */
+static rcoll_status_t truncated(const coll_sched_t *s, const coll_env_t *e)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
+    return rcoll__set_error(
+        RCOLL_ERR_TRUNCATED,
+        "rank %d: recv from rank %d (%s pid %d), tag %d: the message is %zu "
+        "%s (%zu bytes), the receive's buffer holds %zu (%zu bytes): "
+        "truncated; the message was dropped",
+        e->rank, s->root, e->peers[s->root].hostname, e->peers[s->root].pid,
+        s->tag, s->count, rcoll_datatype_name(s->dt), s->count * dts,
+        s->p2p_cap, s->p2p_cap * dts);
+}
+
 /* ---- receives in place ---- */
 
 static void place_key(const coll_sched_t *s, int i, rcoll_tl_place_t *pl)
@@ -345,6 +387,11 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
         }
         if (st != RCOLL_OK)
             return peer_error(s, e, st, peer, "receiving from");
+        if (s->kind == COLL_RECV && !s->p2p_matched) {
+            if ((st = recv_matched(s, e, h)) != RCOLL_OK)
+                return st;
+            t = &s->steps[s->r_step];
+        }
         size_t off = (size_t)s->r_chunk * s->chunk;
         size_t len = t->recv_bytes ? RCOLL_MIN(s->chunk, t->recv_bytes - off)
                                    : 0;
@@ -543,7 +590,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 s->finish(s, e);
                 s->finish = NULL;
             }
-            return RCOLL_OK;
+            return s->p2p_trunc ? truncated(s, e) : RCOLL_OK;
         }
         for (int i = s->nsteps - 1; i >= 0; i--)
             if (s->steps[i].send_peer >= 0) {

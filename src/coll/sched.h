@@ -150,6 +150,9 @@ typedef struct coll_sched {
     uint64_t seq;           /* collectives: the number every rank agrees on;
                                send: this message's number to the peer */
     int p2p_matched;        /* recv: seq is the matched message's number */
+    size_t p2p_cap;         /* recv, once matched: the count posted (count
+                               is then the message's) */
+    int p2p_trunc;          /* recv: the message is longer than p2p_cap */
     struct coll_match *match; /* recv: registered there until matched */
     /* all-to-all(v): counts and displacements in elements, by rank (owned
      * copies: send counts, send displacements, receive counts, receive
@@ -311,6 +314,8 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_recv_steps(coll_sched_t *s, int rdv, size_t bytes,
+                               int discard);
 rcoll_status_t coll_alltoall_pairwise(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_bruck(coll_sched_t *s, const coll_env_t *e);

@@ -317,8 +317,9 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
         req_release_tl(c, r);
         pthread_mutex_lock(&c->lock);
         /* a broken link or a mismatch poisons the communicator: the ranks
-         * no longer agree on what comes next */
-        if (st != RCOLL_OK)
+         * no longer agree on what comes next. A truncated receive does
+         * not: it consumed its whole message, and only it failed. */
+        if (st != RCOLL_OK && st != RCOLL_ERR_TRUNCATED)
             comm_set_error_locked(c, st, msg);
         req_finish_locked(c, r, st, msg);
         finished = 1;
@@ -1769,14 +1770,40 @@ static rcoll_status_t req_unposted(rcoll_request_t req, const char *fn)
     return req->status;
 }
 
+/* What a finished request did, into the caller's struct as far as its
+ * size says (rcoll_req_status_t). */
+static void req_status_fill(const struct rcoll_request *r, rcoll_status_t st,
+                            rcoll_req_status_t *out)
+{
+    if (!out || out->size <= sizeof(out->size))
+        return;
+    rcoll_req_status_t v = {sizeof(v), st, r->sched.count, -1, -1};
+    if (r->sched.kind == COLL_RECV) {
+        v.source = r->sched.root;
+        v.tag = r->sched.tag;
+    }
+    size_t n = RCOLL_MIN(out->size, sizeof(v)) - sizeof(v.size);
+    memcpy((char *)out + sizeof(v.size), (const char *)&v + sizeof(v.size),
+           n);
+}
+
 RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
+{
+    return rcoll_test_status(req, done, NULL);
+}
+
+RCOLL_API rcoll_status_t rcoll_test_status(rcoll_request_t req, int *done,
+                                           rcoll_req_status_t *status)
 {
     if (!req || !done)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_test: NULL argument");
     if (req->grouped || !req->comm) {
         *done = !req->grouped;
-        return req_unposted(req, "rcoll_test");
+        rcoll_status_t st = req_unposted(req, "rcoll_test");
+        if (*done)
+            req_status_fill(req, st, status);
+        return st;
     }
     struct rcoll_comm *c = req->comm;
     rcoll_status_t st = RCOLL_OK;
@@ -1793,6 +1820,7 @@ RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
         st = req->status;
         if (st != RCOLL_OK)
             rcoll__set_error_str(req->errmsg);
+        req_status_fill(req, st, status);
     }
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -1800,12 +1828,19 @@ RCOLL_API rcoll_status_t rcoll_test(rcoll_request_t req, int *done)
 
 RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
 {
+    return rcoll_wait_status(req, NULL);
+}
+
+RCOLL_API rcoll_status_t rcoll_wait_status(rcoll_request_t req,
+                                           rcoll_req_status_t *status)
+{
     if (!req)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "rcoll_wait: request is NULL");
     if (req->grouped || !req->comm) {
         rcoll_status_t st = req_unposted(req, "rcoll_wait");
         if (!req->grouped) {
+            req_status_fill(req, st, status);
             coll_sched_free(&req->sched);
             free(req);
         }
@@ -1840,6 +1875,7 @@ RCOLL_API rcoll_status_t rcoll_wait(rcoll_request_t req)
     st = req->status;
     if (st != RCOLL_OK)
         rcoll__set_error_str(req->errmsg);
+    req_status_fill(req, st, status);
     pthread_mutex_unlock(&c->lock);
     rcoll__req_put(req);
     rcoll__comm_release(c);

@@ -13,6 +13,7 @@ RCOLL_API const char *rcoll_status_string(rcoll_status_t status)
     case RCOLL_INPROGRESS:           return "operation in progress";
     case RCOLL_ERR_INVALID_ARGUMENT: return "invalid argument";
     case RCOLL_ERR_NOT_SUPPORTED:    return "not supported";
+    case RCOLL_ERR_TRUNCATED:        return "message truncated (receive buffer too small)";
     case RCOLL_ERR_NO_MEMORY:        return "out of memory";
     case RCOLL_ERR_SYSTEM:           return "system error";
     case RCOLL_ERR_NO_DEVICE:        return "no usable device";

@@ -6,8 +6,11 @@
  * Rendezvous (larger): the sender announces the message (RTS, no data),
  * the receiver answers once its receive has matched it (CTS), and only
  * then does the data move, so a large message never waits in the
- * receiver's memory for a receive that has not been posted. Both sides
- * decide from the byte count, which must match anyway. Every message
+ * receiver's memory for a receive that has not been posted. The sender
+ * decides from its byte count; the receive learns which from the first
+ * message it matches, and the message's count with it (at most the
+ * receive's: a longer message is dropped and only that receive fails,
+ * RCOLL_ERR_TRUNCATED, as MPI_ERR_TRUNCATE). Every message
  * carries the sender's message number (seq) and the tag; a zero-byte send
  * is still one (empty) message, so it is matched like any other. */
 #include "coll/sched.h"
@@ -51,11 +54,15 @@ rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e)
     return coll_sched_add(s, &t);
 }
 
-rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e)
+/* The receive's steps for a message of `bytes` sent eagerly or announced
+ * (rdv); discard: the message is longer than the receive's buffer, so its
+ * chunks are consumed and dropped (the receive then fails alone with
+ * RCOLL_ERR_TRUNCATED: coll/sched.c). */
+rcoll_status_t coll_recv_steps(coll_sched_t *s, int rdv, size_t bytes,
+                               int discard)
 {
     coll_step_t t;
     rcoll_status_t st;
-    int rdv = rendezvous(s, e);
     if (rdv) {
         coll_sched_step_init(&t); /* 0: the announcement (matches) */
         t.recv_peer = s->root;
@@ -75,11 +82,21 @@ rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e)
     }
     coll_sched_step_init(&t); /* the data */
     t.recv_peer = s->root;
-    t.recv_dst = s->recvbuf;
-    t.recv_bytes = s->count * rcoll_datatype_size(s->dt);
+    t.recv_dst = discard ? NULL : s->recvbuf;
+    t.recv_bytes = bytes;
     t.recv_class = COLL_MSG_P2P;
     t.recv_always = 1;
-    t.recv_mode = RECV_COPY;
-    t.recv_place = 1; /* the user's buffer, only this message's */
+    t.recv_mode = discard ? RECV_DISCARD : RECV_COPY;
+    t.recv_place = !discard; /* the user's buffer, only this message's */
     return coll_sched_add(s, &t);
+}
+
+/* Until a message matches, the receive expects one of its own count;
+ * the first message it matches rebuilds it (coll/sched.c: recv_matched):
+ * the sender alone decides eager or rendezvous, and its count may be
+ * smaller than the receive's, or larger (truncated). */
+rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e)
+{
+    return coll_recv_steps(s, rendezvous(s, e),
+                           s->count * rcoll_datatype_size(s->dt), 0);
 }
