@@ -130,6 +130,26 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
                                               const rcoll_unique_id_t *id,
                                               int rank);
 
+/** Settings of one communicator (rcoll_comm_init_rank_config). Start from
+ *  RCOLL_COMM_CONFIG_INIT: a field left as it sets takes the process's
+ *  setting (the RCOLL_* variable), and fields past `size` are not read, so
+ *  the struct can grow. */
+typedef struct {
+    size_t size;      /**< sizeof(rcoll_comm_config_t) */
+    double timeout;   /**< seconds without progress before this
+                           communicator's operations (and its creation)
+                           fail with RCOLL_ERR_TIMEOUT; <= 0:
+                           RCOLL_TIMEOUT */
+} rcoll_comm_config_t;
+#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), 0}
+
+/** rcoll_comm_init_rank with settings of this communicator's own
+ *  (`config` may be NULL: the process's). Thread-safe: unlike setting
+ *  RCOLL_* variables with setenv, it races with no other thread. */
+RCOLL_API rcoll_status_t rcoll_comm_init_rank_config(
+        rcoll_comm_t *comm, int nranks, const rcoll_unique_id_t *id,
+        int rank, const rcoll_comm_config_t *config);
+
 /** Create a communicator from the launcher's environment. Reads, in order:
  *  RCOLL_RANK/RCOLL_SIZE/RCOLL_ROOT (rcoll-run, or by hand), torchrun
  *  (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: rank 0 listens on

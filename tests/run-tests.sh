@@ -178,6 +178,8 @@ done
 t "fail: late_abort x20, shm (a finished barrier survives a peer's abort right after it)" 90 sh -c \
     "for i in \$(seq 1 20); do RCOLL_TRANSPORTS=shm '$B/tests/test_fail' late_abort > '$LOGDIR/late_abort.out' 2>&1 || { cat '$LOGDIR/late_abort.out'; exit 1; }; done"
 t "fail: late_abort, tcp" 90 env RCOLL_TRANSPORTS=tcp "$B/tests/test_fail" late_abort
+t "fail: config_timeout (a communicator's own timeout, rcoll_comm_init_rank_config)" 90 \
+    "$B/tests/test_fail" config_timeout
 t "fail: abort_race, 1000 trials: calls racing an abort from another thread" 120 \
     "$B/tests/test_fail" abort_race 1000
 t "shm: transport choice, /dev/shm clean after SIGKILL" 120 sh "$S/tests/test_shm.sh" "$B"

@@ -56,6 +56,10 @@
  *             the transport fails the peer from inside that call; the
  *             engine must not hold the communicator's lock then (it did,
  *             and the transport's report took it again: a hang).
+ *   config_timeout  the communicators are created with a timeout of
+ *             their own (rcoll_comm_init_rank_config, 1.5 s; RCOLL_TIMEOUT
+ *             at its default): rank 0's receive from a silent rank 1
+ *             fails with RCOLL_ERR_TIMEOUT after that, saying 1.5 s.
  *   abort_race  (one process, TRIALS, default 1000) a thread calls
  *             collectives, rcoll_comm_rank/size, dump and async-error on a
  *             one-rank communicator in a loop while another aborts it
@@ -66,6 +70,7 @@
  *             rcoll_comm_init_env; exit 3 if an error names RCOLL_VICTIM.
  * usage: test_fail kill|abort|abort_thread|timeout|cycle|mismatch|
  *                  late_abort|sigpipe|inflight|inplace|unplace_nomem|
+ *                  config_timeout|
  *                  abort_race [TRIALS]|
  *                  loop */
 #include <rcoll.h>
@@ -135,10 +140,34 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
     double when;
     if (!strcmp(scn, "sigpipe") && rank == 0)
         signal(SIGPIPE, on_sigpipe); /* the program's own: must stay */
-    rcoll_status_t st = rcoll_comm_init_rank(&c, n, id, rank);
+    /* config_timeout: this communicator's own timeout, 1.5 s, while
+     * RCOLL_TIMEOUT stays at its default (300 s) */
+    rcoll_comm_config_t cfg = RCOLL_COMM_CONFIG_INIT;
+    cfg.timeout = 1.5;
+    rcoll_status_t st = rcoll_comm_init_rank_config(
+        &c, n, id, rank, !strcmp(scn, "config_timeout") ? &cfg : NULL);
     if (st != RCOLL_OK) {
         printf("rank %d: init: %s\n", rank, rcoll_last_error());
         return 1;
+    }
+    if (!strcmp(scn, "config_timeout")) {
+        double t0 = now();
+        int ok = 1;
+        if (rank == 0) {
+            char b[8];
+            st = rcoll_recv(b, sizeof(b), RCOLL_UINT8, 1, c, NULL);
+            double took = now() - t0;
+            printf("rank 0: recv from a silent rank: %s after %.2f s\n",
+                   rcoll_status_string(st), took);
+            ok = st == RCOLL_ERR_TIMEOUT && took < 6.0 &&
+                 strstr(rcoll_last_error(), "for 1.5 s") != NULL;
+            if (!ok)
+                printf("rank 0: %s\n", rcoll_last_error());
+        } else if (rank == 1) {
+            usleep(8000 * 1000); /* alive, silent */
+        }
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
     }
     if (rcoll_barrier(c) != RCOLL_OK) {
         printf("rank %d: first barrier: %s\n", rank, rcoll_last_error());

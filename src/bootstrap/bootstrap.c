@@ -588,7 +588,7 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
 rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                     const rcoll_sockaddr_t *root,
                                     const uint8_t secret[16], int rank,
-                                    int nranks)
+                                    int nranks, double timeout)
 {
     rcoll_boot_peer_t me;
     rcoll_status_t st;
@@ -600,7 +600,7 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
     bs->rank = rank;
     bs->nranks = nranks;
     bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
-    bs->timeout = rcoll_config.timeout;
+    bs->timeout = timeout;
     bs->root_addr = *root;
     memcpy(bs->secret, secret, 16);
     deadline = rcoll_time_sec() + bs->timeout;

@@ -56,7 +56,7 @@ rcoll_status_t rcoll_boot_root_start(int listen_fd, const uint8_t secret[16],
 rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                     const rcoll_sockaddr_t *root,
                                     const uint8_t secret[16], int rank,
-                                    int nranks);
+                                    int nranks, double timeout);
 /* All-gather: buf holds nranks * size bytes, ours at rank * size. */
 rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
                                          size_t size);

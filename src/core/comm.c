@@ -200,7 +200,7 @@ static void fail_all(struct rcoll_comm *c, rcoll_status_t st, const char *msg)
  * so the clock is the communicator's, not each operation's.) */
 static void timeout_check(struct rcoll_comm *c, double now)
 {
-    if (now - c->last_progress < rcoll_config.timeout) {
+    if (now - c->last_progress < c->timeout) {
         if (rcoll_unlikely(c->diag_walking))
             rcoll__diag_cancel(c);
         return;
@@ -221,7 +221,7 @@ static void timeout_check(struct rcoll_comm *c, double now)
              "progress for %g s (RCOLL_TIMEOUT): waiting for %s rank %d "
              "(%s pid %d) at step %d, chunk %d%s%s",
              c->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
-             s->count, rcoll_datatype_name(s->dt), rcoll_config.timeout,
+             s->count, rcoll_datatype_name(s->dt), c->timeout,
              s->waiting_for ? s->waiting_for : "?", p,
              p >= 0 ? c->bs.peers[p].hostname : "?",
              p >= 0 ? c->bs.peers[p].pid : -1,
@@ -360,7 +360,7 @@ static int engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
      * cores, 10x the page faults and 15% slower at RCOLL_SPIN_US.) */
     if (!progressed && ms > 0 && any &&
         rcoll_time_sec() - c->last_progress >=
-            RCOLL_MIN(0.1, rcoll_config.timeout / 4) &&
+            RCOLL_MIN(0.1, c->timeout / 4) &&
         coll_match_unblock(&c->env) > 0) {
         ms = 0;
         progressed = 1;
@@ -997,7 +997,7 @@ static rcoll_status_t open_transports(struct rcoll_comm *c,
             .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
             .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
             .nslots = rcoll_config.nslots, .ev = &c->tl_events,
-            .pairs = pairs};
+            .pairs = pairs, .timeout = c->timeout};
         st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
         if (st != RCOLL_OK) {
             free(eps);
@@ -1120,6 +1120,18 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
                                               const rcoll_unique_id_t *id,
                                               int rank)
 {
+    return rcoll_comm_init_rank_config(comm, nranks, id, rank, NULL);
+}
+
+/* A field of the caller's config, if its size covers it. */
+#define CONFIG_HAS(cfg, field)                                               \
+    ((cfg) && (cfg)->size >= offsetof(rcoll_comm_config_t, field) +          \
+                                  sizeof((cfg)->field))
+
+RCOLL_API rcoll_status_t rcoll_comm_init_rank_config(
+    rcoll_comm_t *comm, int nranks, const rcoll_unique_id_t *id, int rank,
+    const rcoll_comm_config_t *config)
+{
     struct rcoll_comm *c;
     rcoll_sockaddr_t root;
     uint8_t secret[16];
@@ -1152,6 +1164,9 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
                                 "rcoll_comm_init_rank: no memory");
     c->rank = rank;
     c->nranks = nranks;
+    c->timeout = CONFIG_HAS(config, timeout) && config->timeout > 0
+                     ? config->timeout
+                     : rcoll_config.timeout;
     c->refs = 1;
     c->epfd = c->evfd = -1;
     c->wait_tl = -1;
@@ -1190,7 +1205,8 @@ RCOLL_API rcoll_status_t rcoll_comm_init_rank(rcoll_comm_t *comm, int nranks,
                                                       : "");
         goto err;
     }
-    st = rcoll_bootstrap_init(&c->bs, &root, secret, rank, nranks);
+    st = rcoll_bootstrap_init(&c->bs, &root, secret, rank, nranks,
+                              c->timeout);
     if (st != RCOLL_OK)
         goto err;
     if ((st = config_agree(c)) != RCOLL_OK)
@@ -1556,7 +1572,7 @@ static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
     /* requests posted meanwhile: timeout_check's clock */
     if (__atomic_load_n(&c->qhead, __ATOMIC_ACQUIRE))
         return 0;
-    if (now - c->last_progress < rcoll_config.timeout) {
+    if (now - c->last_progress < c->timeout) {
         if (rcoll_unlikely(c->diag_walking))
             rcoll__diag_cancel(c);
         return 0;
@@ -1570,7 +1586,7 @@ static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
              "(%s pid %d) at step %d of the shared area (1 publish, 2 read "
              "the inputs, 3 finish; its operation %llu)%s%s",
              c->rank, coll_kind_name(s->kind), (unsigned long long)s->seq,
-             s->count, rcoll_datatype_name(s->dt), rcoll_config.timeout,
+             s->count, rcoll_datatype_name(s->dt), c->timeout,
              s->waiting_for ? s->waiting_for : "?", p,
              p >= 0 ? c->bs.peers[p].hostname : "?",
              p >= 0 ? c->bs.peers[p].pid : -1, s->aphase + 1,

@@ -73,6 +73,8 @@ struct rcoll_comm {
     struct rcoll_request **snap;  /* the engine's view of the queue for
                                      one turn (engine) */
     int snap_cap;
+    double timeout;               /* RCOLL_TIMEOUT, or the creator's own
+                                     (rcoll_comm_init_rank_config) */
     int refs;                     /* atomic: user handle + live requests
                                      + API calls in progress */
     int stop;

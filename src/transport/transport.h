@@ -61,6 +61,7 @@ typedef struct {
      * ctx_create is still called on every rank, since setup is collective
      * over the bootstrap. */
     const uint8_t *pairs;
+    double timeout;          /* the communicator's RCOLL_TIMEOUT */
 } rcoll_tl_params_t;
 
 #define RCOLL_TL_PEER_COPIES 1

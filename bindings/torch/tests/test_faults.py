@@ -1,5 +1,6 @@
 """A rank that dies or goes silent: the others get an exception naming it,
 within the timeout, never a hang."""
+import datetime
 import os
 import time
 
@@ -83,3 +84,85 @@ def test_silent_rank_times_out(who, monkeypatch):
     else:
         assert "timed out after 3000 ms" in msg, msg
         assert 5.5 < took < 10, (took, msg)
+
+
+def fam_destroy_pending(rank, world, gloo, what):
+    """Rank 0 leaves an operation its peer never joins pending (an
+    unmatched irecv, or an async all-reduce), then destroys the group;
+    rank 1 stays alive and silent, then destroys it too."""
+    t = torch.zeros(1000)
+    w = None
+    if rank == 0:
+        if what == "irecv":
+            w = dist.irecv(t, src=1, tag=7)
+        else:
+            w = dist.all_reduce(t, async_op=True)
+        time.sleep(0.2)
+    else:
+        time.sleep(6.0)  # alive and silent while rank 0 destroys
+    t0 = time.monotonic()
+    dist.destroy_process_group()
+    took = time.monotonic() - t0
+    err = ""
+    if w is not None:
+        try:
+            w.wait()
+            err = "the pending work completed"
+        except Exception as e:  # noqa: BLE001  (its type is checked below)
+            err = f"{type(e).__name__}: {e}"
+    return (took, err)
+
+
+@pytest.mark.parametrize("what", ["irecv", "allreduce"])
+def test_destroy_with_pending_work(what):
+    """destroy_process_group returns in about a second on every rank,
+    whatever the peer does; the pending work fails with a clear error (as
+    with gloo, or NCCL's abort), not after the group's timeout."""
+    res = harness.run(fam_destroy_pending, 2, what, timeout_s=60)
+    for r, (took, err) in enumerate(res):
+        print(f"rank {r}: destroy took {took:.2f} s {err[:200]}")
+        assert took < 5, (r, took)
+    took, err = res[0]
+    assert "shut down" in err or "destroyed" in err, err
+
+
+def fam_wait_timeout(rank, world, gloo):
+    t = torch.full((1000,), float(rank + 1))
+    if rank == 1:
+        time.sleep(4)  # late: joins after rank 0's wait gave up
+        dist.all_reduce(t)
+        time.sleep(4)  # alive and silent while rank 0's irecv waits
+        return ("late", 0.0, 0.0)
+    w = dist.all_reduce(t, async_op=True)
+    t0 = time.monotonic()
+    try:
+        w.wait(timeout=datetime.timedelta(seconds=2))
+        msg = "no timeout"
+    except Exception as e:  # noqa: BLE001  (c10d's timeout error)
+        msg = str(e)
+    took = time.monotonic() - t0
+    # the operation goes on: once rank 1 joins, a plain wait completes it
+    w.wait()
+    # a point-to-point receive nobody answers: the same bound
+    r = dist.irecv(torch.zeros(4), src=1, tag=3)
+    t1 = time.monotonic()
+    try:
+        r.wait(timeout=datetime.timedelta(seconds=2))
+        pmsg = "no timeout"
+    except Exception as e:  # noqa: BLE001
+        pmsg = str(e)
+    ptook = time.monotonic() - t1
+    assert torch.equal(t, torch.full((1000,), 3.0)), t[:4]
+    return (msg + " | " + pmsg, took, ptook)
+
+
+def test_wait_timeout():
+    """work.wait(timeout) returns or raises within the timeout (c10d's
+    contract), for a collective and for a receive; the collective still
+    completes later."""
+    res = harness.run(fam_wait_timeout, 2, timeout_s=60)
+    msg, took, ptook = res[0]
+    print(f"rank 0: wait(2 s) raised after {took:.2f} s, irecv's after "
+          f"{ptook:.2f} s: {msg[:200]}")
+    assert "no timeout" not in msg, msg
+    assert took < 3 and ptook < 3, (took, ptook)

@@ -944,7 +944,7 @@ static int ib_qp_holds(const ib_qp_t *q, const void *cookie)
 #define IB_REVOKE_WAIT 1.0
 static void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
 {
-    double wait = RCOLL_MIN(IB_REVOKE_WAIT, rcoll_config.timeout);
+    double wait = RCOLL_MIN(IB_REVOKE_WAIT, ctx->p.timeout);
     double stop_at = rcoll_time_sec() + wait, give_up = stop_at + wait;
     for (;;) {
         int held = 0;
@@ -1270,7 +1270,7 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
                                     const struct sockaddr_in *addrs)
 {
     int r = ctx->p.rank, expected = 0, up = 0, ready = 0;
-    double deadline = rcoll_time_sec() + rcoll_config.timeout;
+    double deadline = rcoll_time_sec() + ctx->p.timeout;
     char ps[128];
     rcoll_status_t st;
     for (int g = 0; g < ctx->nq; g++) {
@@ -1828,7 +1828,7 @@ err:
 
 static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
 {
-    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, rcoll_config.timeout);
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
     /* goodbye (or the abort and its reason) on every live QP; wait for
      * those to complete: then they are in the peer's memory */
     for (int g = 0; g < ctx->nq; g++) {
@@ -1885,7 +1885,7 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
      * check-rdma's 25%-loss connection test, about 1 job in 20). A peer
      * hands credits back once its engine idles, within a second of taking
      * the data; the wait is bounded by min(RCOLL_TIMEOUT, 30 s). */
-    double drain = rcoll_time_sec() + RCOLL_MIN(30.0, rcoll_config.timeout);
+    double drain = rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout);
     while (!abort && rcoll_time_sec() < drain) {
         int waiting = 0;
         for (int g = 0; g < ctx->nq && !waiting; g++) {

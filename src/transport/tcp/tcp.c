@@ -1074,7 +1074,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     char ifname[64], a[128];
     rcoll_status_t st;
     int n = p->nranks, r = p->rank;
-    double deadline = rcoll_time_sec() + rcoll_config.timeout;
+    double deadline = rcoll_time_sec() + p->timeout;
 
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
@@ -1252,7 +1252,7 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
 {
     size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
     int n = ctx->p.nranks;
-    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, rcoll_config.timeout);
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
 
     /* goodbye (or abort notice) on every open socket, then wait briefly for
      * the peers to close their side, so no data of ours is cut off */

@@ -204,8 +204,14 @@ bool RcollWork::isCompleted()
 bool RcollWork::wait(std::chrono::milliseconds t)
 {
     ProcessGroupRcoll *g = pg.load();
-    if (g && !c10d::Work::isCompleted())
-        g->drive(this);
+    if (g && !c10d::Work::isCompleted()) {
+        if (t == ::kNoTimeout)
+            g->drive(this); /* runs the queue up to it here */
+        else
+            g->want(this); /* the worker runs it; we wait at most t */
+    }
+    /* with a timeout: returns, or throws once t has passed (c10d's own
+     * wait); the operation goes on and fails or completes later */
     return c10d::Work::wait(t);
 }
 
@@ -241,12 +247,13 @@ ProcessGroupRcoll::ProcessGroupRcoll(
     std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size), timeout_(timeout)
 {
-    /* rcoll's own no-progress bound (RCOLL_TIMEOUT, read once per process)
-     * must not be shorter than the group's: unless the user set it, the
-     * first group's timeout becomes it */
-    char secs[32];
-    snprintf(secs, sizeof(secs), "%.3f", timeout.count() / 1000.0);
-    setenv("RCOLL_TIMEOUT", secs, 0);
+    /* rcoll's own no-progress bound must not be shorter than the group's:
+     * unless the user set RCOLL_TIMEOUT, the group's timeout becomes this
+     * communicator's (a setting of its own: no setenv, which would race
+     * with getenv in other threads) */
+    rcoll_comm_config_t cfg = RCOLL_COMM_CONFIG_INIT;
+    if (!getenv("RCOLL_TIMEOUT"))
+        cfg.timeout = timeout.count() / 1000.0;
 
     if (const char *d = getenv("RCOLL_TORCH_DEFER_US")) {
         char *end;
@@ -273,7 +280,8 @@ ProcessGroupRcoll::ProcessGroupRcoll(
                     " (another rcoll version on rank 0?)");
         memcpy(&id, v.data(), sizeof(id));
     }
-    rcoll_status_t st = rcoll_comm_init_rank(&comm_, size, &id, rank);
+    rcoll_status_t st = rcoll_comm_init_rank_config(&comm_, size, &id, rank,
+                                                    &cfg);
     if (st != RCOLL_OK)
         throw_backend(std::string("rcoll: rcoll_comm_init_rank (rank ") +
                       std::to_string(rank) + " of " + std::to_string(size) +
@@ -292,23 +300,69 @@ ProcessGroupRcoll::~ProcessGroupRcoll()
     stop(false);
 }
 
+/* Aborts the communicator (mu_ held): what runs fails at once, what is
+ * queued fails when its turn comes, with `reason`. */
+void ProcessGroupRcoll::abort_locked(const std::string &reason)
+{
+    if (aborted_ || !comm_)
+        return;
+    aborted_ = true;
+    if (abort_reason_.empty())
+        abort_reason_ = reason;
+    rcoll_comm_abort(comm_);
+}
+
+/* Operations not finished: queued or running collectives, and point to
+ * point requests posted and not completed. */
+size_t ProcessGroupRcoll::pending()
+{
+    size_t n;
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        n = queue_.size() + (running_ ? 1 : 0);
+    }
+    std::unique_lock<std::mutex> lk(p2p_mu_);
+    return n + p2p_q_.size() + (p2p_busy_ ? 1 : 0);
+}
+
+/* Shutdown (destroy_process_group, or the destructor) and abort. A
+ * shutdown lets what is pending finish for up to kShutdownGrace (peers
+ * that call the same operations finish them), then aborts the
+ * communicator, so that it returns in about that time whatever the peers
+ * do: pending work then fails naming the shutdown, as with gloo or NCCL's
+ * abort. An abort does that at once. */
 void ProcessGroupRcoll::stop(bool abort)
 {
     {
         std::unique_lock<std::mutex> lk(mu_);
-        if (abort && !aborted_ && comm_) {
-            aborted_ = true;
-            if (abort_reason_.empty())
-                abort_reason_ = "rcoll: the process group was aborted";
-            rcoll_comm_abort(comm_); /* fails what runs now, at once */
-        }
+        if (abort)
+            abort_locked("rcoll: the process group was aborted");
         stopping_ = true;
     }
     cv_.notify_all();
     run_cv_.notify_all();
     wd_cv_.notify_all();
+    if (!abort) {
+        const auto end = std::chrono::steady_clock::now() + kShutdownGrace;
+        size_t left;
+        while ((left = pending()) > 0 &&
+               std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (left > 0) {
+            std::unique_lock<std::mutex> lk(mu_);
+            abort_locked("rcoll: the process group was shut down "
+                         "(destroy_process_group) with " +
+                         std::to_string(left) + " operation(s) not finished "
+                         "after " +
+                         std::to_string(kShutdownGrace.count()) +
+                         " ms; they were aborted");
+        }
+    }
     if (worker_.joinable())
         worker_.join();
+    /* nothing is in flight now: a watchdog asleep until the deadline of
+     * what was leaves at once */
+    wd_cv_.notify_all();
     if (watchdog_.joinable())
         watchdog_.join();
     {
@@ -1230,6 +1284,7 @@ void ProcessGroupRcoll::p2p_loop()
                 return;
             p = std::move(p2p_q_.front());
             p2p_q_.pop_front();
+            p2p_busy_ = true;
         }
         std::exception_ptr err;
         try {
@@ -1240,6 +1295,8 @@ void ProcessGroupRcoll::p2p_loop()
             err = std::current_exception();
         }
         p.work->complete(err);
+        std::unique_lock<std::mutex> lk(p2p_mu_);
+        p2p_busy_ = false;
     }
 }
 

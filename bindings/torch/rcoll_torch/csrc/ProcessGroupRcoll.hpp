@@ -18,8 +18,14 @@
  * stuck operation naming the rank and step it waits for. A watchdog thread
  * also enforces each operation's timeout (the group's unless the operation
  * sets one): 1 s past it, it dumps the communicator's state to stderr and
- * aborts it, after which every operation fails with the timeout's message. The rendezvous goes through the c10d Store handed to
- * the creator: rank 0 publishes an rcoll unique id, the others read it.
+ * aborts it, after which every operation fails with the timeout's message.
+ * Work::wait(timeout) returns or throws within the timeout (the worker
+ * runs the work meanwhile). shutdown() (destroy_process_group) lets
+ * pending work finish for up to a second, then aborts it: it fails naming
+ * the shutdown. The group's timeout is the communicator's own
+ * (rcoll_comm_init_rank_config) unless RCOLL_TIMEOUT is set. The
+ * rendezvous goes through the c10d Store handed to the creator: rank 0
+ * publishes an rcoll unique id, the others read it.
  */
 #pragma once
 
@@ -181,6 +187,11 @@ class ProcessGroupRcoll : public c10d::Backend {
                                             int tag);
     void check(rcoll_status_t st, const std::string &what);
     void stop(bool abort);
+    void abort_locked(const std::string &reason);
+    size_t pending();
+    /* how long a shutdown lets pending operations finish before it
+     * aborts them */
+    static constexpr std::chrono::milliseconds kShutdownGrace{1000};
 
     rcoll_comm_t comm_ = nullptr;
     std::chrono::milliseconds timeout_;
@@ -213,6 +224,7 @@ class ProcessGroupRcoll : public c10d::Backend {
     std::mutex p2p_mu_;
     std::condition_variable p2p_cv_;
     std::deque<P2p> p2p_q_;
+    bool p2p_busy_ = false; /* p2p_ waits for one it took from the queue */
     bool p2p_stop_ = false;
     std::thread p2p_;
 };
