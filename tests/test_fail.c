@@ -476,6 +476,35 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
     return 1;
 }
 
+/* idle (by hand, RDMA guest): one all-reduce, then no operation at all
+ * while rcoll_comm_get_async_error is polled for up to 60 s: a failure
+ * seen while idle (a port going down) comes out there. Prints it and
+ * when; exit 3 if it came. */
+static int by_hand_idle(void)
+{
+    rcoll_comm_t c;
+    float x = 1, y;
+    if (rcoll_comm_init_env(&c) != RCOLL_OK ||
+        rcoll_allreduce(&x, &y, 1, RCOLL_FLOAT32, RCOLL_SUM, c, NULL) !=
+            RCOLL_OK) {
+        printf("init or first all-reduce: %s\n", rcoll_last_error());
+        return 1;
+    }
+    printf("idle from %.1f\n", now());
+    fflush(stdout);
+    rcoll_status_t st = RCOLL_OK, ast = RCOLL_OK;
+    double t0 = now();
+    while (now() - t0 < 60 &&
+           (st = rcoll_comm_get_async_error(c, &ast)) == RCOLL_OK &&
+           ast == RCOLL_OK)
+        usleep(100 * 1000);
+    printf("async error at %.1f: %s: %s\n", now(), rcoll_status_string(ast),
+           rcoll_last_error());
+    fflush(stdout);
+    rcoll_comm_abort(c);
+    return ast != RCOLL_OK ? 3 : 1;
+}
+
 static int by_hand_loop(void)
 {
     rcoll_comm_t c;
@@ -601,6 +630,8 @@ int main(int argc, char **argv)
     const char *scn = argv[1];
     if (!strcmp(scn, "loop"))
         return by_hand_loop();
+    if (!strcmp(scn, "idle"))
+        return by_hand_idle();
     if (!strcmp(scn, "abort_race"))
         return abort_race(argc > 2 ? atoi(argv[2]) : 1000);
     if (!strcmp(scn, "unplace_nomem")) {

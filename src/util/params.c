@@ -330,7 +330,9 @@ static const param_t params[] = {
       "for tests: fault sites to trigger, comma-separated site[:n] (n: "
       "only its n-th time; default every time). Sites: tcp_unplace_nomem "
       "(ending a receive in place finds no memory to move a landed "
-      "message into, which fails the peer)"),
+      "message into, which fails the peer); ib_cq_small (the completion "
+      "queue gets room for the receives and 8 more entries, as on a device "
+      "with a small max_cqe)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 

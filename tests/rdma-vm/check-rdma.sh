@@ -254,6 +254,56 @@ check "siw: a rank killed on host h1: the 3 others fail naming it" killtest
 if grep -q 'died before the kill' "$L/cur.log" 2> /dev/null; then
     sed 's/^/    /' "$L/cur.log"
 fi
+# A port goes down (the veth under host h1's siw device): the rank there
+# fails at once, naming the device, the port and the asynchronous event,
+# not at RCOLL_TIMEOUT (60 s here). (Its peer on h0 can only time out:
+# nothing reaches it; it is stopped here.)
+portdown() {
+    for r in 0 1; do
+        ip netns exec h$r env RCOLL_ROOT=10.77.0.1:29740 RCOLL_SIZE=2 RCOLL_RANK=$r \
+            RCOLL_SECRET=$SECRET RCOLL_TRANSPORTS=ib RCOLL_TIMEOUT=60 $B/tests/test_fail loop \
+            > "$L/pd$r.log" 2>&1 &
+        eval "pd$r=\$!"
+    done
+    sleep 8
+    s=$(date +%s)
+    ip -n h1 link set v1 down
+    wait $pd1
+    took=$(( $(date +%s) - s ))
+    ip -n h1 link set v1 up
+    kill -9 $pd0 2> /dev/null; wait $pd0 2> /dev/null
+    echo "rank 1 (h1) after ${took} s: $(tail -n 1 "$L/pd1.log")"
+    grep -q "port [0-9]* went down" "$L/pd1.log" && [ $took -le 15 ]
+}
+check "siw: a port goes down: its rank fails at once naming device, port, event" portdown
+# The same while nothing is in flight: no completion reports it, the
+# device's asynchronous event does (the progress thread's idle look):
+# rcoll_comm_get_async_error on h1's rank says so within seconds.
+portdown_idle() {
+    for r in 0 1; do
+        ip netns exec h$r env RCOLL_ROOT=10.77.0.1:29742 RCOLL_SIZE=2 RCOLL_RANK=$r \
+            RCOLL_SECRET=$SECRET RCOLL_TRANSPORTS=ib RCOLL_TIMEOUT=60 $B/tests/test_fail idle \
+            > "$L/pi$r.log" 2>&1 &
+        eval "pi$r=\$!"
+    done
+    i=0; while ! grep -q "^idle" "$L/pi1.log" 2> /dev/null && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    sleep 2
+    s=$(date +%s)
+    ip -n h1 link set v1 down
+    wait $pi1
+    took=$(( $(date +%s) - s ))
+    ip -n h1 link set v1 up
+    kill -9 $pi0 2> /dev/null; wait $pi0 2> /dev/null
+    echo "rank 1 (h1) after ${took} s: $(tail -n 1 "$L/pi1.log")"
+    grep -q "port [0-9]* went down (asynchronous event" "$L/pi1.log" && [ $took -le 15 ]
+}
+check "siw: a port goes down while idle: the asynchronous event fails its rank at once" portdown_idle
+# a device whose completion queues hold less than every queue pair could
+# post (RCOLL_FAULT=ib_cq_small: room for the receives and 8 more): posting
+# waits for room, never overruns it; every result bit-exact
+check "siw: completion queue smaller than what may be posted, 4 ranks on 2 hosts, 2 QPs per peer" \
+    hosts 4 29741 env RCOLL_TRANSPORTS=ib RCOLL_FAULT=ib_cq_small RCOLL_IB_QPS_PER_PEER=2 \
+    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -q -C allreduce,allgather,alltoall,sendrecv -N 0,7,100000
 # tests/faults/run.sh on the guest's two hosts: netem exists in this
 # kernel (not on the CI host's), so the 2,000-collective netem run is here
 FH="h0:10.77.0.1:v0 h1:10.77.0.2:v1"
@@ -273,6 +323,10 @@ check "siw: fork-based failure tests over ib (kill, abort, timeout root cause, S
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail abort && \
            RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tests/test_fail timeout && \
            RCOLL_TRANSPORTS=ib TEST_IWARP=1 ip netns exec h0 $B/tests/test_fail sigpipe"
+# a failed send's registered (zero-copy) buffer, rewritten after its wait:
+# the receiver never completes with the new bytes
+check "siw: a failed zero-copy send's buffer is the caller's after its wait (test_fail inflight)" \
+    $T sh -c "RCOLL_TRANSPORTS=ib TEST_REGISTER=1 ip netns exec h0 $B/tests/test_fail inflight"
 
 # iWARP lets only the initiator send first. A rank that accepted a
 # connection and wrote at once could reach the initiator before its kernel

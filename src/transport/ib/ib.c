@@ -122,6 +122,8 @@ typedef struct {
     uint64_t tx_done;         /* data messages completed (staging free) */
     void **tx_cookie;         /* by slot: a zero-copy send's cookie */
     int sq_free;              /* send queue entries */
+    int cq_out;               /* its work requests not completed yet (each
+                                 takes an entry of the CQ until polled) */
     /* oob mode */
     uint32_t psn;
 } ib_qp_t;
@@ -170,6 +172,12 @@ struct rcoll_tl_ctx {
     rcoll_ev_handler_t cch_h;
     struct ibv_cq *cq;
     int cq_armed;
+    int cqe;                  /* the CQ's entries */
+    int cq_used;              /* work requests posted, not yet completed:
+                                 posting stays within cqe (ib_cq_room) */
+    struct ib_async_dev *adev; /* the device's asynchronous events */
+    unsigned async_seen;      /* how many of them this context handled */
+    rcoll_ev_handler_t async_h;
     uint32_t max_inline;
     int imm_ok;               /* this device does WRITE_WITH_IMM */
     ib_ep_t **eps;            /* by rank */
@@ -438,13 +446,37 @@ static rcoll_status_t ib_ep_error(ib_ep_t *ep)
 
 /* ---- posting ---- */
 
+/* Each posted work request holds an entry of the CQ until its
+ * completion is polled: room for n more? (The CQ may be smaller than
+ * every queue pair's full depth: the device's max_cqe.) */
+static int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n)
+{
+    return ctx->cq_used + n <= ctx->cqe;
+}
+
+static void ib_cq_posted(ib_qp_t *q, int n)
+{
+    q->cq_out += n;
+    q->ep->ctx->cq_used += n;
+}
+
+/* q's queue pair goes: what it had posted never completes here */
+static void ib_cq_forget(ib_qp_t *q)
+{
+    q->ep->ctx->cq_used -= q->cq_out;
+    q->cq_out = 0;
+}
+
 static int ib_post_recv(ib_qp_t *q, int i)
 {
     struct ibv_sge sge = {(uintptr_t)&q->rbuf[i], sizeof(uint32_t),
                           q->rbuf_mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = WRID(q, WR_RECV, i), .sg_list = &sge,
                              .num_sge = 1}, *bad;
-    return ibv_post_recv(q->qp, &wr, &bad);
+    int rc = ibv_post_recv(q->qp, &wr, &bad);
+    if (rc == 0)
+        ib_cq_posted(q, 1);
+    return rc;
 }
 
 /* Posts a signal word alone (credits, goodbye, abort): a zero-byte
@@ -453,7 +485,7 @@ static int ib_post_note(ib_qp_t *q, uint32_t word)
 {
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge = {(uintptr_t)&word, sizeof(word), 0};
-    if (q->sq_free < 1)
+    if (q->sq_free < 1 || !ib_cq_room(q->ep->ctx, 1))
         return -1;
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = WRID(q, WR_NOTE, 0);
@@ -470,8 +502,10 @@ static int ib_post_note(ib_qp_t *q, uint32_t word)
         wr.send_flags |= IBV_SEND_INLINE;
     }
     int rc = ibv_post_send(q->qp, &wr, &bad);
-    if (rc == 0)
+    if (rc == 0) {
         q->sq_free--;
+        ib_cq_posted(q, 1);
+    }
     return rc;
 }
 
@@ -486,16 +520,36 @@ static void ib_send_credits(ib_qp_t *q)
 
 /* ---- completions ---- */
 
+static void ib_async_read(struct ib_async_dev *d);
+static void ib_async_take(struct rcoll_tl_ctx *ctx);
+
 static void ib_qp_ended(ib_qp_t *q, const char *why)
 {
     ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
     q->ended = 1;
-    if (q->bye || ep->ctx->closing)
+    if (q->bye || ctx->closing)
         return; /* after a goodbye: the peer closed, as it should */
-    if (ep->aborted)
+    if (ep->aborted) {
         ib_ep_fail(ep, "aborted");
-    else
-        ib_ep_fail(ep, "%s", why);
+        return;
+    }
+    /* A port that went down flushes the queue pairs, and their error
+     * completions may come before its event: the device says why first
+     * (ib_async_handle), else the port's state does. */
+    if (ctx->adev) {
+        ib_async_read(ctx->adev);
+        ib_async_take(ctx);
+    }
+    struct ibv_port_attr pa;
+    if (!ep->failed && ibv_query_port(ctx->verbs, ctx->port, &pa) == 0 &&
+        pa.state != IBV_PORT_ACTIVE) {
+        ib_ep_fail(ep, "this rank's device %s port %d went down (port "
+                   "state %s)", ctx->devname, ctx->port,
+                   ibv_port_state_str(pa.state));
+        return;
+    }
+    ib_ep_fail(ep, "%s", why);
 }
 
 static void ib_handle_word(ib_qp_t *q, uint32_t w)
@@ -596,6 +650,8 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
             ib_qp_t *q = ctx->qps[gidx];
             if (!q->qp || wc[i].qp_num != q->qp->qp_num)
                 continue; /* a QP of a connection attempt redone */
+            q->cq_out--;
+            ctx->cq_used--;
             if (kind != WR_RECV)
                 q->sq_free++;
             if (kind == WR_DATA) /* done, or flushed: the NIC let go */
@@ -628,6 +684,7 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
 
 static int ib_progress(rcoll_tl_ctx_t *ctx)
 {
+    ib_async_take(ctx);
     return ib_poll(ctx);
 }
 
@@ -690,6 +747,211 @@ static void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
                                : "the RDMA device was removed");
         }
     }
+}
+
+/* ---- asynchronous events ---- */
+
+/* A device's asynchronous events (a port gone down, a CQ overrun, a queue
+ * pair in error) come through its context's async fd. rdma_cm opens each
+ * device once per process, so every communicator on it shares that fd:
+ * whichever engine finds events there reads them into the device's log
+ * (under ib_async_lock), and every context takes what is new for it in
+ * its own turn (ib_async_take: an atomic load per turn when nothing
+ * happened). */
+#define IB_ASYNC_LOG 64
+#define IB_ASYNC_DEVS 16
+typedef struct {
+    enum ibv_event_type type;
+    int port;
+    const void *obj; /* the QP or CQ it names (compared, never used) */
+} ib_async_ev_t;
+typedef struct ib_async_dev {
+    struct ibv_context *verbs;
+    int users;
+    unsigned gen; /* events logged */
+    ib_async_ev_t log[IB_ASYNC_LOG];
+} ib_async_dev_t;
+static ib_async_dev_t ib_adevs[IB_ASYNC_DEVS];
+static pthread_mutex_t ib_async_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Reads the events waiting on the device's fd into its log. */
+static void ib_async_read(ib_async_dev_t *d)
+{
+    pthread_mutex_lock(&ib_async_lock);
+    struct pollfd pf = {.fd = d->verbs->async_fd, .events = POLLIN};
+    struct ibv_async_event ev;
+    /* (the fd stays blocking: other users of the shared context may rely
+     * on it; poll says an event is there before it is read) */
+    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) &&
+           ibv_get_async_event(d->verbs, &ev) == 0) {
+        ib_async_ev_t *e = &d->log[d->gen % IB_ASYNC_LOG];
+        e->type = ev.event_type;
+        e->port = 0;
+        e->obj = NULL;
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_GID_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+            e->port = ev.element.port_num;
+            break;
+        case IBV_EVENT_CQ_ERR:
+            e->obj = ev.element.cq;
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            e->obj = ev.element.qp;
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ev);
+        __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+}
+
+static void ib_fail_all(struct rcoll_tl_ctx *ctx, const char *what)
+{
+    for (int i = 0; i < ctx->p.nranks; i++)
+        if (ctx->eps[i])
+            ib_ep_fail(ctx->eps[i], "%s", what);
+}
+
+/* One event, as it concerns this context: a port of ours down, our CQ
+ * overrun or the device lost fail every peer at once (not at the
+ * deadline); a queue pair of ours in error fails its peer. */
+static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
+{
+    char what[256];
+    const char *name = ibv_event_type_str(e->type);
+    switch (e->type) {
+    case IBV_EVENT_PORT_ERR:
+        if (e->port != ctx->port)
+            return;
+        snprintf(what, sizeof(what), "this rank's device %s port %d went down "
+                 "(asynchronous event %s)", ctx->devname, e->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_DEVICE_FATAL:
+        snprintf(what, sizeof(what), "device %s failed (asynchronous event "
+                 "%s)", ctx->devname, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_CQ_ERR:
+        if (e->obj != ctx->cq)
+            return;
+        snprintf(what, sizeof(what), "device %s port %d: the completion "
+                 "queue overran (asynchronous event %s)", ctx->devname,
+                 ctx->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+        for (int i = 0; i < ctx->nq; i++) {
+            ib_qp_t *q = ctx->qps[i];
+            if (q->qp && (const void *)q->qp == e->obj && !q->ended) {
+                snprintf(what, sizeof(what), "device %s port %d: queue pair "
+                         "%d failed (asynchronous event %s)", ctx->devname,
+                         ctx->port, q->idx, name);
+                ib_qp_ended(q, what);
+            }
+        }
+        return;
+    default:
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s: asynchronous event %s"
+                   " (port %d)", ctx->p.rank, ctx->devname, name, e->port);
+        return;
+    }
+}
+
+/* Takes the device's events this context has not seen. */
+static void ib_async_take(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = ctx->adev;
+    ib_async_ev_t evs[IB_ASYNC_LOG];
+    if (!d || __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->async_seen)
+        return;
+    pthread_mutex_lock(&ib_async_lock);
+    unsigned n = d->gen - ctx->async_seen, lost = 0;
+    if (n > IB_ASYNC_LOG) {
+        lost = n - IB_ASYNC_LOG;
+        n = IB_ASYNC_LOG;
+    }
+    for (unsigned k = 0; k < n; k++)
+        evs[k] = d->log[(d->gen - n + k) % IB_ASYNC_LOG];
+    ctx->async_seen = d->gen;
+    pthread_mutex_unlock(&ib_async_lock);
+    if (lost)
+        rcoll_warn("ib: rank %d: %u asynchronous events of %s were missed",
+                   ctx->p.rank, lost, ctx->devname);
+    for (unsigned k = 0; k < n; k++)
+        ib_async_handle(ctx, &evs[k]);
+}
+
+static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx,
+                                                     async_h));
+    (void)events;
+    ib_async_read(ctx->adev);
+    ib_async_take(ctx);
+}
+
+/* Joins the device's log and puts its fd in the engine's epoll set. */
+static rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = NULL;
+    pthread_mutex_lock(&ib_async_lock);
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->verbs)
+            d = &ib_adevs[i];
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (!ib_adevs[i].users) {
+            d = &ib_adevs[i];
+            d->verbs = ctx->verbs;
+            d->gen = 0;
+        }
+    if (d) {
+        d->users++;
+        ctx->adev = d;
+        ctx->async_seen = d->gen;
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+    if (!d)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: more than %d RDMA "
+                                "devices in use in this process",
+                                IB_ASYNC_DEVS);
+    ctx->async_h.cb = ib_async_event;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->async_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->verbs->async_fd, &e) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl of %s's "
+                                "event fd: %s", ctx->devname, strerror(errno));
+    return RCOLL_OK;
+}
+
+static void ib_async_detach(struct rcoll_tl_ctx *ctx)
+{
+    if (!ctx->adev)
+        return;
+    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->verbs->async_fd, NULL);
+    pthread_mutex_lock(&ib_async_lock);
+    if (--ctx->adev->users == 0)
+        ctx->adev->verbs = NULL;
+    pthread_mutex_unlock(&ib_async_lock);
+    ctx->adev = NULL;
 }
 
 /* ---- user registrations ---- */
@@ -809,16 +1071,18 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
     if (hdr->len > ctx->p.chunk_size)
-        return RCOLL_ERR_INTERNAL;
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "ib: a %u-byte message "
+                                "to rank %d is larger than a slot (%zu)",
+                                hdr->len, ep->peer, ctx->p.chunk_size);
     int rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
     int need = (q->imm ? 1 : 2) + (rp >= 0);
     if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
-        q->sq_free < need) {
+        q->sq_free < need || !ib_cq_room(ctx, need)) {
         ib_poll(ctx);
         rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
         need = (q->imm ? 1 : 2) + (rp >= 0);
         if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
-            q->sq_free < need)
+            q->sq_free < need || !ib_cq_room(ctx, need))
             return RCOLL_INPROGRESS;
     }
     uint32_t slot = (uint32_t)(q->tx_seq % ns);
@@ -909,6 +1173,7 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
     }
     q->sq_free -= need;
+    ib_cq_posted(q, need);
     rcoll_slots_take_owed(&q->sl, c);
     rcoll_slots_sent(&q->sl);
     q->tx_seq++;
@@ -1449,6 +1714,7 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
         if (st != RCOLL_OK)
             return st;
         if (redo) { /* its events are acked: the id may go */
+            ib_cq_forget(redo);
             rdma_destroy_qp(redo->id);
             rdma_destroy_id(redo->id);
             redo->id = NULL;
@@ -1712,15 +1978,38 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     for (int i = 0; i < n; i++)
         npeers += i != r && use[i];
     ctx->qps = calloc((size_t)(npeers * ctx->nqps) + 1, sizeof(*ctx->qps));
+    /* The CQ holds an entry per work request not yet polled: every
+     * receive posted, and up to sq_depth sends per queue pair. A device
+     * whose max_cqe is smaller gets its max_cqe, and posting waits for
+     * room (ib_cq_room): the receives must fit, and one message. */
     int nrecv = 2 * p->nslots + 8;
-    int cqe = (npeers * ctx->nqps) * (ctx->sq_depth + nrecv) + 16;
+    long want = (long)(npeers * ctx->nqps) * (ctx->sq_depth + nrecv) + 16;
+    long recvs = (long)(npeers * ctx->nqps) * nrecv;
+    long cqe = want;
     struct ibv_device_attr da;
     if (ibv_query_device(ctx->verbs, &da) == 0 && cqe > da.max_cqe)
         cqe = da.max_cqe;
+    if (rcoll_fault("ib_cq_small")) /* (tests) */
+        cqe = RCOLL_MIN(cqe, recvs + 8);
+    if (cqe < recvs + 3) {
+        st = rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s's completion "
+                              "queues hold at most %ld entries; %d queue "
+                              "pairs with %d receives each need %ld: lower "
+                              "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
+                              ctx->devname, cqe, npeers * ctx->nqps, nrecv,
+                              recvs + 3);
+        goto err;
+    }
+    if (cqe < want)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s's completion queue "
+                   "holds %ld entries, not the %ld that %d queue pairs could "
+                   "post: sends wait for room", r, ctx->devname, cqe, want,
+                   npeers * ctx->nqps);
+    ctx->cqe = (int)cqe;
     if (!ctx->qps ||
-        !(ctx->cq = ibv_create_cq(ctx->verbs, cqe, NULL, ctx->cch, 0))) {
+        !(ctx->cq = ibv_create_cq(ctx->verbs, ctx->cqe, NULL, ctx->cch, 0))) {
         st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: completion queue of %d "
-                              "entries on %s: %s", cqe, ctx->devname,
+                              "entries on %s: %s", ctx->cqe, ctx->devname,
                               strerror(errno));
         goto err;
     }
@@ -1806,6 +2095,8 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
                               strerror(errno));
         goto err;
     }
+    if ((st = ib_async_attach(ctx)) != RCOLL_OK)
+        goto err;
     ibv_req_notify_cq(ctx->cq, 0);
     ctx->cq_armed = 1;
     free(addrs);
@@ -1852,10 +2143,14 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
             while (q->sq_free < 2 && rcoll_time_sec() < deadline &&
                    !q->ended)
                 ib_poll(ctx);
-            if (q->sq_free >= 2 && ibv_post_send(q->qp, &wr, &bad) == 0)
+            if (q->sq_free >= 2 && ib_cq_room(ctx, 2) &&
+                ibv_post_send(q->qp, &wr, &bad) == 0) {
                 q->sq_free--;
+                ib_cq_posted(q, 1);
+            }
         }
-        while (q->sq_free < 1 && rcoll_time_sec() < deadline && !q->ended)
+        while ((q->sq_free < 1 || !ib_cq_room(ctx, 1)) &&
+               rcoll_time_sec() < deadline && !q->ended)
             ib_poll(ctx);
         ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE));
     }
@@ -1898,6 +2193,7 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         if (ib_poll(ctx) == 0)
             usleep(100);
     }
+    ib_async_detach(ctx);
     if (ctx->cch && ctx->p.epfd >= 0)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
     if (ctx->ech && ctx->p.epfd >= 0)

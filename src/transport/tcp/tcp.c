@@ -445,7 +445,9 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         s->tx_ring_used + ring > ep->ctx->ring_size)
         return RCOLL_INPROGRESS;
     if (hdr->len > ep->ctx->p.chunk_size)
-        return RCOLL_ERR_INTERNAL;
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "tcp: a %u-byte message "
+                                "to rank %d is larger than a slot (%zu)",
+                                hdr->len, ep->peer, ep->ctx->p.chunk_size);
     if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0)
         return RCOLL_INPROGRESS;
     rcoll_slots_sent(&s->sl);
