@@ -31,8 +31,10 @@
  *             when the abort was seen before the peer's arrival: CI saw it
  *             once as a mismatch test whose ranks 1 and 3 failed their
  *             first barrier.)
- *   inflight  (RCOLL_TIMEOUT=2, eager 64 MiB sends in 16 MiB chunks; shm:
- *             single copy from 4 KiB) rank 0's isend to rank 1 times out
+ *   inflight  (RCOLL_TIMEOUT=2, eager 80 MiB sends in 16 MiB chunks, one
+ *             more than rank 1's 4 slots hold: over ib the NIC fills the
+ *             slots of a stopped process; shm: single copy from 4 KiB)
+ *             rank 0's isend to rank 1 times out
  *             while its chunks are still in the transport (read in place
  *             by shm, queued for TCP) because rank 1 is stopped; rank 0
  *             then overwrites its buffer. Rank 1, continued once rank 0's
@@ -302,7 +304,7 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         return ok ? 0 : 2;
     }
     if (!strcmp(scn, "inflight")) {
-        size_t bytes = (size_t)64 << 20;
+        size_t bytes = (size_t)80 << 20;
         char *buf = malloc(bytes);
         if (!buf)
             return 1;
@@ -650,7 +652,7 @@ int main(int argc, char **argv)
         setenv("RCOLL_TIMEOUT", "2", 1);
         setenv("RCOLL_CHUNK_SIZE", "16M", 1);
         setenv("RCOLL_NSLOTS", "4", 1);
-        setenv("RCOLL_P2P_EAGER", "64M", 1);
+        setenv("RCOLL_P2P_EAGER", "80M", 1);
         setenv("RCOLL_SHM_CMA_MIN", "4096", 1);
     }
     char *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,

@@ -684,8 +684,9 @@ static int ib_poll(struct rcoll_tl_ctx *ctx)
 
 static int ib_progress(rcoll_tl_ctx_t *ctx)
 {
+    int n = ib_poll(ctx);
     ib_async_take(ctx);
-    return ib_poll(ctx);
+    return n;
 }
 
 static void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events)
@@ -859,6 +860,10 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
     case IBV_EVENT_PATH_MIG_ERR:
+        /* what arrived before it counts: a peer that aborts (its reason
+         * is a message) and closes may raise this event before we have
+         * polled its last messages */
+        ib_poll(ctx);
         for (int i = 0; i < ctx->nq; i++) {
             ib_qp_t *q = ctx->qps[i];
             if (q->qp && (const void *)q->qp == e->obj && !q->ended) {
