@@ -4,25 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *coll_kind_name(coll_kind_t k)
-{
-    switch (k) {
-    case COLL_ALLREDUCE:      return "allreduce";
-    case COLL_ALLGATHER:      return "allgather";
-    case COLL_BROADCAST:      return "broadcast";
-    case COLL_REDUCE_SCATTER: return "reduce_scatter";
-    case COLL_REDUCE:         return "reduce";
-    case COLL_BARRIER:        return "barrier";
-    case COLL_SEND:           return "send";
-    case COLL_RECV:           return "recv";
-    case COLL_ALLTOALL:       return "alltoall";
-    case COLL_ALLTOALLV:      return "alltoallv";
-    case COLL_GATHER:         return "gather";
-    case COLL_SCATTER:        return "scatter";
-    }
-    return "unknown";
-}
-
 void coll_sched_step_init(coll_step_t *st)
 {
     memset(st, 0, sizeof(*st));
@@ -265,26 +246,10 @@ static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
     return h->tag == (uint32_t)s->tag;
 }
 
-/* The first message of a send matched receive s (its class and tag are
- * right, it is the first of its sender in order): the rest of the receive
- * is rebuilt for what that send carries (coll_recv_steps). A message of
- * another datatype is left to hdr_ok (a mismatch of the ranks' calls). */
-static rcoll_status_t recv_matched(coll_sched_t *s, const coll_env_t *e,
-                                   const rcoll_msg_hdr_t *h)
+/* Starts the execution state over after the steps were rebuilt (a
+ * receive, once matched: coll_sched_t.matched). */
+rcoll_status_t coll_sched_restart(coll_sched_t *s, const coll_env_t *e)
 {
-    size_t dts = rcoll_datatype_size(s->dt);
-    if ((h->kind & 0x00ffffffu) != sched_kind_word(s) ||
-        h->total > SIZE_MAX / dts)
-        return RCOLL_OK;
-    s->p2p_cap = s->count;
-    s->p2p_trunc = h->total > s->count;
-    s->count = (size_t)h->total;
-    s->nsteps = 0;
-    rcoll_status_t st = coll_recv_steps(
-        s, COLL_MSG_CLASS(h->kind) == COLL_MSG_RTS, s->count * dts,
-        s->p2p_trunc);
-    if (st != RCOLL_OK)
-        return st;
     if (s->recv_done != s->state_small)
         free(s->recv_done);
     s->recv_done = NULL;
@@ -387,8 +352,8 @@ static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
         }
         if (st != RCOLL_OK)
             return peer_error(s, e, st, peer, "receiving from");
-        if (s->kind == COLL_RECV && !s->p2p_matched) {
-            if ((st = recv_matched(s, e, h)) != RCOLL_OK)
+        if (s->matched && !s->p2p_matched) {
+            if ((st = s->matched(s, e, h)) != RCOLL_OK)
                 return st;
             t = &s->steps[s->r_step];
         }

@@ -153,6 +153,11 @@ typedef struct coll_sched {
     size_t p2p_cap;         /* recv, once matched: the count posted (count
                                is then the message's) */
     int p2p_trunc;          /* recv: the message is longer than p2p_cap */
+    /* recv: the first message it matched (class, tag and order right)
+     * rebuilds the rest of it (p2p_direct.c) */
+    rcoll_status_t (*matched)(struct coll_sched *s,
+                              const struct coll_env *e,
+                              const rcoll_msg_hdr_t *h);
     struct coll_match *match; /* recv: registered there until matched */
     /* all-to-all(v): counts and displacements in elements, by rank (owned
      * copies: send counts, send displacements, receive counts, receive
@@ -271,10 +276,18 @@ rcoll_status_t coll_binomial_reduce_recvs(coll_sched_t *s, int v, int n,
 
 /* ---- algorithms: each fills the schedule's steps ---- */
 typedef rcoll_status_t (*coll_algo_fn_t)(coll_sched_t *s, const coll_env_t *e);
+/* The tuner's model of a call (coll/tune.h) */
+typedef struct coll_tune_model coll_tune_model_t;
+/* An algorithm's estimated time for a call (seconds); *chunk comes in as
+ * the slot size and may be set to the chunk it pipelines with. */
+typedef double (*coll_cost_fn_t)(const coll_tune_model_t *m,
+                                 const coll_env_t *e, double *chunk);
 typedef struct coll_algo {
     coll_kind_t kind;
     const char *name;
     coll_algo_fn_t build;
+    coll_cost_fn_t cost;    /* NULL: costs nothing (the only one of its
+                               kind, or chosen before the tuner) */
     const char *doc;
 } coll_algo_t;
 
@@ -314,8 +327,8 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_barrier_dissemination(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e);
-rcoll_status_t coll_recv_steps(coll_sched_t *s, int rdv, size_t bytes,
-                               int discard);
+/* Starts the execution state over after the steps were rebuilt. */
+rcoll_status_t coll_sched_restart(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_pairwise(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_alltoall_bruck(coll_sched_t *s, const coll_env_t *e);
@@ -324,6 +337,55 @@ rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_gather_binomial(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_scatter_direct(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_scatter_binomial(coll_sched_t *s, const coll_env_t *e);
+
+
+/* the algorithms' cost functions (coll/tune.h) */
+double coll_allreduce_ring_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_allreduce_rd_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                              double *c);
+double coll_allreduce_hier_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_allreduce_flat_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_allreduce_rabenseifner_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                        double *c);
+double coll_allgather_ring_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_allgather_hier_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_allgather_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                 double *c);
+double coll_allgather_rdb_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                               double *c);
+double coll_broadcast_chain_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                 double *c);
+double coll_broadcast_tree_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_broadcast_scatter_allgather_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                             double *c);
+double coll_reduce_chain_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                              double *c);
+double coll_reduce_tree_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                             double *c);
+double coll_reduce_scatter_ring_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                     double *c);
+double coll_reduce_scatter_hier_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                     double *c);
+double coll_reduce_scatter_halving_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                        double *c);
+double coll_reduce_scatter_tree_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                     double *c);
+double coll_alltoall_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                double *c);
+double coll_alltoall_hier_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                               double *c);
+double coll_alltoall_pairwise_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                   double *c);
+double coll_gather_binomial_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                                 double *c);
+double coll_gather_direct_cost(const coll_tune_model_t *m, const coll_env_t *e,
+                               double *c);
 
 /* ---- the shared area (coll/area.c) ---- */
 /* The area of every rank of a communicator of n, through transport tl

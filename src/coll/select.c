@@ -7,71 +7,71 @@
 #include <string.h>
 
 const coll_algo_t coll_algos[] = {
-    {COLL_ALLREDUCE, "ring", coll_allreduce_ring,
+    {COLL_ALLREDUCE, "ring", coll_allreduce_ring, coll_allreduce_ring_cost,
      "pipelined ring: reduce-scatter then all-gather (large messages)"},
-    {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd,
+    {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd, coll_allreduce_rd_cost,
      "log2(n) exchanges of the whole buffer (small messages)"},
-    {COLL_ALLREDUCE, "flat", coll_allreduce_flat,
+    {COLL_ALLREDUCE, "flat", coll_allreduce_flat, coll_allreduce_flat_cost,
      "everyone sends to everyone, one round, local reduction in rank order "
      "(small messages, ranks outnumbering cores)"},
-    {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner,
+    {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner, coll_allreduce_rabenseifner_cost,
      "recursive halving reduce-scatter + recursive doubling all-gather "
      "(medium and large messages, 2 log2(n) steps)"},
-    {COLL_ALLREDUCE, "hierarchical", coll_allreduce_hier,
+    {COLL_ALLREDUCE, "hierarchical", coll_allreduce_hier, coll_allreduce_hier_cost,
      "reduce-scatter inside each host, one network ring per local rank, "
      "all-gather inside each host (several hosts with as many ranks each)"},
-    {COLL_ALLGATHER, "ring", coll_allgather_ring,
+    {COLL_ALLGATHER, "ring", coll_allgather_ring, coll_allgather_ring_cost,
      "pipelined ring (large messages)"},
-    {COLL_ALLGATHER, "bruck", coll_allgather_bruck,
+    {COLL_ALLGATHER, "bruck", coll_allgather_bruck, coll_allgather_bruck_cost,
      "Bruck, ceil(log2 n) steps, any rank count (small messages)"},
-    {COLL_ALLGATHER, "recursive_doubling", coll_allgather_rdb,
+    {COLL_ALLGATHER, "recursive_doubling", coll_allgather_rdb, coll_allgather_rdb_cost,
      "recursive doubling, log2(n) steps (+2 when n is not a power of two)"},
-    {COLL_ALLGATHER, "hierarchical", coll_allgather_hier,
+    {COLL_ALLGATHER, "hierarchical", coll_allgather_hier, coll_allgather_hier_cost,
      "one network ring per local rank, then a ring of the gathered blocks "
      "inside each host (several hosts with as many ranks each)"},
-    {COLL_BROADCAST, "tree", coll_broadcast_tree,
+    {COLL_BROADCAST, "tree", coll_broadcast_tree, coll_broadcast_tree_cost,
      "binomial tree, chunk-pipelined (small messages)"},
-    {COLL_BROADCAST, "chain", coll_broadcast_chain,
+    {COLL_BROADCAST, "chain", coll_broadcast_chain, coll_broadcast_chain_cost,
      "pipelined chain from the root (large messages)"},
-    {COLL_BROADCAST, "scatter_allgather", coll_broadcast_scatter_allgather,
+    {COLL_BROADCAST, "scatter_allgather", coll_broadcast_scatter_allgather, coll_broadcast_scatter_allgather_cost,
      "scatter from the root + ring all-gather (large messages, many ranks)"},
-    {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, "pipelined ring"},
-    {COLL_REDUCE_SCATTER, "tree", coll_reduce_scatter_tree,
+    {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, coll_reduce_scatter_ring_cost, "pipelined ring"},
+    {COLL_REDUCE_SCATTER, "tree", coll_reduce_scatter_tree, coll_reduce_scatter_tree_cost,
      "binomial-tree reduce to rank 0, then scatter (small blocks)"},
-    {COLL_REDUCE_SCATTER, "halving", coll_reduce_scatter_halving,
+    {COLL_REDUCE_SCATTER, "halving", coll_reduce_scatter_halving, coll_reduce_scatter_halving_cost,
      "recursive halving, log2 rounds (small blocks)"},
-    {COLL_REDUCE_SCATTER, "hierarchical", coll_reduce_scatter_hier,
+    {COLL_REDUCE_SCATTER, "hierarchical", coll_reduce_scatter_hier, coll_reduce_scatter_hier_cost,
      "a ring of block groups inside each host, then one network ring per "
      "local rank (several hosts with as many ranks each)"},
-    {COLL_REDUCE, "chain", coll_reduce_chain,
+    {COLL_REDUCE, "chain", coll_reduce_chain, coll_reduce_chain_cost,
      "pipelined chain toward the root"},
-    {COLL_REDUCE, "tree", coll_reduce_tree,
+    {COLL_REDUCE, "tree", coll_reduce_tree, coll_reduce_tree_cost,
      "binomial tree toward the root, chunk-pipelined (small messages)"},
-    {COLL_BARRIER, "dissemination", coll_barrier_dissemination,
+    {COLL_BARRIER, "dissemination", coll_barrier_dissemination, NULL,
      "dissemination, ceil(log2 n) rounds"},
-    {COLL_SEND, "direct", coll_send_direct, "chunked through the slots"},
-    {COLL_RECV, "direct", coll_recv_direct, "chunked through the slots"},
-    {COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise,
+    {COLL_SEND, "direct", coll_send_direct, NULL, "chunked through the slots"},
+    {COLL_RECV, "direct", coll_recv_direct, NULL, "chunked through the slots"},
+    {COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise, coll_alltoall_pairwise_cost,
      "n - 1 exchanges with ranks r + k / r - k, all posted at once "
      "(large blocks, or ranks outnumbering cores)"},
-    {COLL_ALLTOALL, "bruck", coll_alltoall_bruck,
+    {COLL_ALLTOALL, "bruck", coll_alltoall_bruck, coll_alltoall_bruck_cost,
      "Bruck, ceil(log2 n) exchanges of about n / 2 blocks (small blocks, "
      "many ranks)"},
-    {COLL_ALLTOALL, "hierarchical", coll_alltoall_hier,
+    {COLL_ALLTOALL, "hierarchical", coll_alltoall_hier, coll_alltoall_hier_cost,
      "several hosts: pairwise inside each host by local position, then one "
      "network message of L blocks per host pair and position (small blocks "
      "across hosts)"},
-    {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise,
+    {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise, NULL,
      "n - 1 exchanges with ranks r + k / r - k, all posted at once"},
-    {COLL_GATHER, "binomial", coll_gather_binomial,
+    {COLL_GATHER, "binomial", coll_gather_binomial, coll_gather_binomial_cost,
      "binomial tree toward the root, subtrees gathered in order (small "
      "blocks)"},
-    {COLL_GATHER, "direct", coll_gather_direct,
+    {COLL_GATHER, "direct", coll_gather_direct, coll_gather_direct_cost,
      "every rank sends to the root (large blocks)"},
-    {COLL_SCATTER, "binomial", coll_scatter_binomial,
+    {COLL_SCATTER, "binomial", coll_scatter_binomial, coll_gather_binomial_cost,
      "binomial tree from the root, each child gets its subtree (small "
      "blocks)"},
-    {COLL_SCATTER, "direct", coll_scatter_direct,
+    {COLL_SCATTER, "direct", coll_scatter_direct, coll_gather_direct_cost,
      "the root sends each rank its block (large blocks)"},
 #define AREA_DOC                                                           \
     "one round through the shared area: inputs and flags in shared "       \
@@ -79,14 +79,14 @@ const coll_algo_t coll_algos[] = {
     "RCOLL_SHM_AREA_MAX, broadcast 4x that; chosen before the tuner)"
     /* (RCOLL_ALGO=coll:shared: where the call fits; elsewhere the tuner's
      * choice) */
-    {COLL_ALLREDUCE, "shared", coll_area_build, AREA_DOC},
-    {COLL_ALLGATHER, "shared", coll_area_build, AREA_DOC},
-    {COLL_BROADCAST, "shared", coll_area_build, AREA_DOC},
-    {COLL_REDUCE_SCATTER, "shared", coll_area_build, AREA_DOC},
-    {COLL_REDUCE, "shared", coll_area_build, AREA_DOC},
-    {COLL_BARRIER, "shared", coll_area_build, AREA_DOC},
-    {COLL_ALLTOALL, "shared", coll_area_build, AREA_DOC},
-    {0, NULL, NULL, NULL},
+    {COLL_ALLREDUCE, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_ALLGATHER, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_BROADCAST, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_REDUCE_SCATTER, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_REDUCE, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_BARRIER, "shared", coll_area_build, NULL, AREA_DOC},
+    {COLL_ALLTOALL, "shared", coll_area_build, NULL, AREA_DOC},
+    {0, NULL, NULL, NULL, NULL},
 };
 
 /* The algorithm RCOLL_ALGO names for this collective, or NULL. */
@@ -129,6 +129,33 @@ int coll_area_wants(const coll_sched_t *s, const coll_env_t *env)
         return 0;
     const coll_algo_t *f = forced(s->kind);
     return (!f || f->build == coll_area_build) && coll_area_fits(s, env);
+}
+
+/* The cheapest algorithm for this call by the cost model (coll/tuner.c),
+ * and the chunk size to pipeline it with. */
+const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *e,
+                             size_t *chunk)
+{
+    const coll_algo_t *best = NULL;
+    double best_t = 0;
+    size_t best_c = e->chunk_size;
+    for (const coll_algo_t *a = coll_algos; a->name; a++) {
+        if (a->kind != s->kind || a->build == coll_area_build)
+            continue; /* the area is chosen before (coll_sched_build) */
+        size_t c;
+        double t = coll_tune_cost(a, s, e, &c);
+        rcoll_trace(RCOLL_SUBSYS_TUNE, "%s count %zu: %s would take %.1f us "
+                    "(chunk %zu)", coll_kind_name(s->kind), s->count, a->name,
+                    t * 1e6, c);
+        if (!best || t < best_t) {
+            best = a;
+            best_t = t;
+            best_c = c;
+        }
+    }
+    if (chunk)
+        *chunk = best_c;
+    return best;
 }
 
 rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)

@@ -133,6 +133,62 @@ int rcoll__comm_get(struct rcoll_comm *c);
 /* A reference more on a communicator the caller already holds one of. */
 void rcoll__comm_ref(struct rcoll_comm *c);
 
+/* ---- live.c: the process's communicators ---- */
+/* A zeroed communicator (a parked one's memory, or new); NULL: no memory */
+struct rcoll_comm *rcoll__live_alloc(void);
+void rcoll__live_add(struct rcoll_comm *c);
+/* Frees what c holds and parks its memory (the last reference went) */
+void rcoll__comm_free(struct rcoll_comm *c);
+/* Calls fn on every live communicator (under the list's lock); returns
+ * how many. */
+int rcoll__live_foreach(void (*fn)(struct rcoll_comm *c, void *arg),
+                        void *arg);
+
+/* ---- dump.c ---- */
+/* Installs the dump signal's handler once per process (RCOLL_DUMP_SIGNAL) */
+void rcoll__dump_signal_init(void);
+
+/* ---- engine.c ---- */
+/* an inline call's spin budget (inline.c: spin_adapt) */
+#define RCOLL_SPIN_MAX 2048
+#define RCOLL_SPIN_MIN 16
+#define RCOLL_SPIN_BUSY_S 2e-6
+/* Records the communicator's first error (c->lock held). */
+void rcoll__comm_set_error_locked(struct rcoll_comm *c, rcoll_status_t st,
+                                  const char *msg);
+/* One turn of the engine (the caller holds c->engine): runs every
+ * request's schedule, then waits for I/O up to idle_ms with nothing
+ * queued, never longer than max_ms. 1 if the communicator is stopping and
+ * has nothing left to do. */
+int rcoll__engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
+                       int max_ms);
+void *rcoll__progress_thread(void *arg);
+/* Makes the progress thread leave epoll_wait (or a transport's wait) */
+void rcoll__comm_kick(struct rcoll_comm *c);
+/* Makes the progress thread look at the queue, wherever it waits */
+void rcoll__comm_wake(struct rcoll_comm *c);
+/* Completes every queued request with st and msg (msg NULL: with the
+ * communicator's error); the engine's holder, without c->lock */
+void rcoll__comm_fail_all(struct rcoll_comm *c, rcoll_status_t st,
+                          const char *msg);
+/* The epoll handler of the wake-up eventfd */
+void rcoll__engine_wakeup(rcoll_ev_handler_t *h, uint32_t events);
+/* Fills c->tl_events: the transports' calls back into the engine */
+void rcoll__engine_tl_events(struct rcoll_comm *c);
+
+/* ---- setup.c ---- */
+/* The transports RCOLL_TRANSPORTS allows and that can run here (a mask) */
+uint32_t rcoll__usable_transports(void);
+rcoll_status_t rcoll__config_agree(struct rcoll_comm *c);
+rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
+                                      const uint8_t secret[16]);
+rcoll_status_t rcoll__placement_init(struct rcoll_comm *c);
+void rcoll__close_transports(struct rcoll_comm *c, int abort,
+                             const char *reason);
+void rcoll__mem_reg_free(struct rcoll_comm *c, struct rcoll_mem_reg *m);
+/* RCOLL_TOPO_DUMP_FILE: written once per process */
+void rcoll__topo_dump_once(void);
+
 /* Timeout diagnosis (core/diag.c): the question a timed-out rank sends
  * to the rank it waits for, and the answer, over the bootstrap listener. */
 enum { RCOLL_DIAG_QUERY = 1, RCOLL_DIAG_ANSWER = 2 };

@@ -511,3 +511,17 @@ int rcoll__diag_walk(struct rcoll_comm *c, int waiting_peer, char *cause,
     c->diag_walking = 0;
     return 1;
 }
+
+struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c)
+{
+    struct rcoll_request *first = NULL;
+    for (struct rcoll_request *r = c->qhead; r; r = r->next) {
+        if (!r->started)
+            break; /* started in posting order */
+        if (r->sched.waiting_peer >= 0)
+            return r;
+        if (!first)
+            first = r;
+    }
+    return first;
+}

@@ -5,7 +5,7 @@
  * A step's send reads blocks earlier steps received, so it waits for the
  * whole previous receive; receives only ever write beyond what any send
  * reads. The final rotation into recvbuf runs when everything is done. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,4 +55,12 @@ rcoll_status_t coll_allgather_bruck(coll_sched_t *s, const coll_env_t *e)
     }
     s->finish = bruck_unrotate;
     return RCOLL_OK;
+}
+
+/* ceil(log2 n) rounds, plus the final local rotation of everything */
+double coll_allgather_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    (void)c;
+    return m->L * m->a + (m->n - 1) * m->S / m->b + m->n * m->S / m->g;
 }

@@ -14,7 +14,7 @@
  * host order. Phase 2's first sends wait for every receive of phase 1
  * (send_dep_all = 2). Without several hosts of equal size (or with one
  * rank per host) it is the flat ring. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include "util/util.h"
 #include <string.h>
 
@@ -74,4 +74,17 @@ rcoll_status_t coll_allgather_hier(coll_sched_t *s, const coll_env_t *e)
                 "%d host-ring steps of %d blocks", (unsigned long long)s->seq,
                 e->rank, h, p, L, H, L - 1, H);
     return RCOLL_OK;
+}
+
+/* H - 1 network steps, the host's L rings sharing its network bandwidth;
+ * (L - 1) H one-block steps inside the host */
+double coll_allgather_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    int H, L;
+    coll_tune_model_t ml;
+    if (!coll_tune_hier(m, e, &ml, &H, &L))
+        return HUGE_VAL;
+    double k = coll_tune_nch(m, m->S, *c) < 1 ? 1 : coll_tune_nch(m, m->S, *c);
+    return (H - 1) * (k * m->a + L * m->S / m->b) +
+           (L - 1) * H * coll_tune_step(&ml, m->S, *c, 0);
 }

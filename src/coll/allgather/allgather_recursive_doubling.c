@@ -6,7 +6,7 @@
  * of 2^k virtual ranks held so far; a group's blocks are two contiguous
  * ranges of recvbuf ([g, g+m) and [g+p, g+m+p) cut at n), so a round is at
  * most two steps. Receives always land in blocks this rank has not sent. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 /* The real block ranges of virtual group [g, g + m): up to two. */
@@ -108,4 +108,12 @@ rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e)
         return coll_sched_add(s, &t);
     }
     return RCOLL_OK;
+}
+
+/* log2 p rounds; ranks past p send in before and get all of it after */
+double coll_allgather_rdb_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    return m->Lp * m->a + (m->p - 1) * m->S * (m->extra ? 2 : 1) / m->b +
+           m->extra * 2 * coll_tune_step(m, m->S * m->n, *c, 0);
 }

@@ -2,7 +2,7 @@
  * forwards the block of the rank at position (p - s) mod n to position
  * p + 1 and receives the block of position (p - s - 1) mod n from p - 1,
  * pipelined by chunks. Blocks land at their owner's rank in recvbuf. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e)
@@ -30,4 +30,11 @@ rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e)
             return st;
     }
     return RCOLL_OK;
+}
+
+/* n - 1 steps of a block */
+double coll_allgather_ring_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    return (m->n - 1) * coll_tune_step(m, m->S, *c, 0);
 }

@@ -17,7 +17,7 @@
  * as in the flat ring. The full sum of a block exists only after phase 2's
  * last reduction, which is where AVG divides. Without several hosts of
  * equal size (or with one rank per host) it is the flat ring. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include "util/util.h"
 
 rcoll_status_t coll_allreduce_hier(coll_sched_t *s, const coll_env_t *e)
@@ -118,4 +118,21 @@ rcoll_status_t coll_allreduce_hier(coll_sched_t *s, const coll_env_t *e)
                 coll_ring_rank(e, (h + H - 1) % H * L + p), e->rank,
                 coll_ring_rank(e, (h + 1) % H * L + p));
     return RCOLL_OK;
+}
+
+/* L - 1 streaming steps of a block (S / L) inside the host each way, and
+ * H - 1 network steps each way of 1/H of the buffer per host, reduced */
+double coll_allreduce_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    int H, L;
+    coll_tune_model_t ml;
+    if (!coll_tune_hier(m, e, &ml, &H, &L))
+        return HUGE_VAL;
+    double blk = m->S / L;
+    double sub = blk / H, k = coll_tune_nch(m, sub, *c) < 1
+                                  ? 1
+                                  : coll_tune_nch(m, sub, *c);
+    return (L - 1) * (coll_tune_step_ovl(&ml, blk, *c, 1) +
+                      coll_tune_step(&ml, blk, *c, 0)) +
+           (H - 1) * 2 * (k * m->a + m->S / H / m->b) + (H - 1) * sub / m->g;
 }

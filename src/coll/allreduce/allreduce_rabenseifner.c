@@ -10,7 +10,7 @@
  * receive only blocks this rank has not sent. So no receive writes what a
  * pending send reads. Every block is combined in the same order on every
  * rank, so all ranks get identical results. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 /* The first element of block b of p (b = p: the end). */
@@ -122,4 +122,15 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
         return coll_sched_add(s, &t);
     }
     return RCOLL_OK;
+}
+
+/* Each halving and doubling step waits for the whole previous one */
+double coll_allreduce_rabenseifner_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    double t = m->extra * (coll_tune_step(m, m->S, *c, 1) +
+                           coll_tune_step(m, m->S, *c, 0));
+    for (double h = m->S / 2; h * m->p >= m->S * 0.99 && h > 0; h /= 2)
+        t += coll_tune_step(m, h, *c, 1) + coll_tune_step(m, h, *c, 0);
+    return t;
 }

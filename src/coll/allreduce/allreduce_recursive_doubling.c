@@ -9,7 +9,7 @@
  * step's incoming data may arrive before our own send of that step has left
  * the buffer it reads, so no buffer that a send reads is ever written. The
  * input is first copied into scratch, which also makes in-place safe. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,4 +96,13 @@ rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e)
         return coll_sched_add(s, &t);
     }
     return RCOLL_OK;
+}
+
+/* log2 p exchanges of the whole buffer, reduced; ranks past p fold in
+ * before and get the result after */
+double coll_allreduce_rd_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    return m->Lp * coll_tune_step(m, m->S, *c, 1) +
+           m->extra * 2 * coll_tune_step(m, m->S, *c, 0);
 }

@@ -6,7 +6,7 @@
  * chunk of the previous step's receive, so chunks flow around the ring
  * while later ones are still arriving. Out of place, the local operand is
  * always read from sendbuf and results land in recvbuf. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
@@ -48,4 +48,14 @@ rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e)
             return st;
     }
     return RCOLL_OK;
+}
+
+/* n - 1 streaming reduce-scatter steps and n - 1 all-gather steps of a
+ * block each */
+double coll_allreduce_ring_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    double blk = m->S / m->n;
+    return (m->n - 1) * (coll_tune_step_ovl(m, blk, *c, 1) +
+                         coll_tune_step(m, blk, *c, 0));
 }

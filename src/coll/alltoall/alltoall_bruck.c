@@ -10,7 +10,7 @@
  * overwrite blocks: every pack and receive buffer is its own, so a send
  * still in flight never sees its blocks change. The last unpack and the
  * rotation run when everything is done. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 
 /* scratch: tmp (n blocks), then per step a pack and a receive buffer of
@@ -103,4 +103,15 @@ rcoll_status_t coll_alltoall_bruck(coll_sched_t *s, const coll_env_t *e)
     }
     s->finish = bruck_finish;
     return RCOLL_OK;
+}
+
+/* ceil(log2 n) dependent rounds of about n / 2 blocks, each packed and
+ * unpacked, plus the two rotations */
+double coll_alltoall_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    int n = m->n;
+    double h = (n + 1) / 2 * m->S;
+    return m->L * (coll_tune_step(m, h, *c, 0) + 2 * h / m->g) +
+           2 * n * m->S / m->g;
 }

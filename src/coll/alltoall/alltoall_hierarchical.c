@@ -18,7 +18,7 @@
  * the tuner keeps the flat pairwise exchange for large blocks. In place,
  * the input is copied aside first. Without several hosts of equal size
  * (or with one rank per host) it is the flat pairwise exchange. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include "util/util.h"
 #include <stdlib.h>
 #include <string.h>
@@ -134,4 +134,21 @@ rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e)
                 (unsigned long long)s->seq, e->rank, h, p, L, L - 1, H,
                 H - 1, L, direct ? "" : " (unpacked at the end)");
     return RCOLL_OK;
+}
+
+/* A host exchange of (L - 1) H single blocks, then (H - 1) network
+ * messages of L blocks, the second waiting for the first; own blocks
+ * copied in, rows unpacked out */
+double coll_alltoall_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    coll_tune_model_t ml;
+    int H, L, n = m->n;
+    if (!coll_tune_hier(m, e, &ml, &H, &L))
+        return INFINITY;
+    double k1 = coll_tune_nch(&ml, m->S, *c), k2 = coll_tune_nch(m, L * m->S, *c);
+    return ml.a + ((L - 1) * H - 1) * ml.a_raw +
+           (L - 1) * H * ((k1 > 1 ? k1 - 1 : 0) * ml.a + m->S / ml.b) + m->a +
+           (H - 2) * m->a_raw +
+           (H - 1) * ((k2 > 1 ? k2 - 1 : 0) * m->a + L * m->S / m->b) +
+           2 * n * m->S / m->g;
 }

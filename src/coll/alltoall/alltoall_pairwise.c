@@ -4,7 +4,7 @@
  * the receives complete in step order, so each pair of ranks exchanges
  * exactly one block each way and no rank waits on a chain of others. In
  * place (sendbuf == recvbuf) the input is copied aside first. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 
 /* A copy of the `bytes` input when the call is in place, else NULL. */
@@ -83,4 +83,24 @@ rcoll_status_t coll_alltoallv_pairwise(coll_sched_t *s, const coll_env_t *e)
     if ((st = in_place_copy(s, extent * dts, &src)) != RCOLL_OK)
         return st;
     return pairwise(s, e, src, sd, sc, rd, rc, dts);
+}
+
+/* One dependent round, n - 1 messages posted (as the flat all-reduce);
+ * across several hosts the (L - 1) messages inside the host cost the host
+ * link's posting only: the network's (H - 1) L dominate */
+double coll_alltoall_pairwise_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    coll_tune_model_t ml;
+    int H, L, net = m->n - 1;
+    double loc = 0;
+    if (coll_tune_hier(m, e, &ml, &H, &L)) {
+        net = (H - 1) * L;
+        loc = (L - 1) * ml.a_raw;
+    }
+    return m->a + (net - 1) * m->a_raw + loc +
+           net *
+               (coll_tune_nch(m, m->S, *c) > 1 ? coll_tune_nch(m, m->S, *c) - 1
+                                               : 0) *
+               m->a +
+           net * m->S / m->b;
 }

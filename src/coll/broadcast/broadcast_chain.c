@@ -1,7 +1,7 @@
 /* Pipelined chain broadcast: root -> root+1 -> ... -> root-1. Each rank
  * forwards chunk c as soon as it has received it, so for large messages
  * the time approaches one message transfer plus n-1 chunk latencies. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
@@ -37,4 +37,12 @@ rcoll_status_t coll_broadcast_chain(coll_sched_t *s, const coll_env_t *e)
     t.send_bytes = bytes;
     t.send_dep = 0;
     return coll_sched_add(s, &t);
+}
+
+/* A pipeline of depth n - 1 with the sqrt law's chunk */
+double coll_broadcast_chain_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    *c = coll_tune_best_chunk(m, m->S, m->n - 1);
+    return coll_tune_pipe(m, m->S, *c, m->n - 1, 0);
 }

@@ -4,7 +4,7 @@
  * sends the data once (not n - 1 times as with a flat tree), and every
  * link carries about 2 * bytes / n per step instead of the chain's full
  * message through n - 1 hops. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 
 rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
                                                 const coll_env_t *e)
@@ -74,4 +74,13 @@ rcoll_status_t coll_broadcast_scatter_allgather(coll_sched_t *s,
         prev = s->nsteps - 1;
     }
     return RCOLL_OK;
+}
+
+/* The root sends n - 1 blocks, then a ring all-gather of them */
+double coll_broadcast_scatter_allgather_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    double blk = m->S / m->n;
+    return (m->n - 1) * (m->a + blk / m->b) +
+           (m->n - 1) * coll_tune_step(m, blk, *c, 0);
 }

@@ -2,7 +2,7 @@
  * With v = (rank - root) mod n, v receives from v - 2^k where 2^k is the
  * lowest set bit of v, then sends to v + 2^j for every 2^j below it, the
  * farthest child first. Chunked, so a child forwards chunk c once it has it. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <string.h>
 
 rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e)
@@ -42,4 +42,12 @@ rcoll_status_t coll_broadcast_tree(coll_sched_t *s, const coll_env_t *e)
         }
     }
     return RCOLL_OK;
+}
+
+/* The root feeds its ceil(log2 n) children the whole message in turn */
+double coll_broadcast_tree_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    *c = coll_tune_best_chunk(m, m->S, m->L);
+    return m->L * (coll_tune_nch(m, m->S, *c) * m->a + m->S / m->b);
 }

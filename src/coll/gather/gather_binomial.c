@@ -6,7 +6,7 @@
  * then sends them all to its parent v - lowbit(v). Leaves send their input
  * as it is; the root receives into a scratch buffer in position order and
  * rotates it into rank order at the end. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 
 static void gather_unrotate(coll_sched_t *s, const coll_env_t *e)
@@ -69,4 +69,16 @@ rcoll_status_t coll_gather_binomial(coll_sched_t *s, const coll_env_t *e)
     t.send_dep = last;
     t.send_dep_all = last >= 0 ? 2 : 0;
     return coll_sched_add(s, &t);
+}
+
+/* ceil(log2 n) rounds; the blocks also pass through the inner nodes'
+ * scratch (about log2(n) / 2 copies each). The binomial scatter costs the
+ * same. */
+double coll_gather_binomial_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    (void)c;
+    int n = m->n;
+    return m->L * m->a + (n - 1) * m->S / m->b +
+           (n - 1) * m->S * m->L / 2 / m->g;
 }

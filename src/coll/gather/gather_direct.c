@@ -1,7 +1,7 @@
 /* Direct gather: every rank sends its block straight to the root, which
  * receives them in rank order into place (large blocks: each byte moves
  * once, no staging). */
-#include "coll/sched.h"
+#include "coll/tune.h"
 
 rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e)
 {
@@ -34,4 +34,13 @@ rcoll_status_t coll_gather_direct(coll_sched_t *s, const coll_env_t *e)
             return st;
     }
     return RCOLL_OK;
+}
+
+/* The root takes n - 1 messages (the direct scatter's root posts as
+ * many: it costs the same) */
+double coll_gather_direct_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    (void)c;
+    return m->a + (m->n - 2) * m->a_raw + (m->n - 1) * m->S / m->b;
 }

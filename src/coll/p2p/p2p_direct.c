@@ -58,8 +58,8 @@ rcoll_status_t coll_send_direct(coll_sched_t *s, const coll_env_t *e)
  * (rdv); discard: the message is longer than the receive's buffer, so its
  * chunks are consumed and dropped (the receive then fails alone with
  * RCOLL_ERR_TRUNCATED: coll/sched.c). */
-rcoll_status_t coll_recv_steps(coll_sched_t *s, int rdv, size_t bytes,
-                               int discard)
+static rcoll_status_t recv_steps(coll_sched_t *s, int rdv, size_t bytes,
+                                int discard)
 {
     coll_step_t t;
     rcoll_status_t st;
@@ -91,12 +91,34 @@ rcoll_status_t coll_recv_steps(coll_sched_t *s, int rdv, size_t bytes,
     return coll_sched_add(s, &t);
 }
 
-/* Until a message matches, the receive expects one of its own count;
- * the first message it matches rebuilds it (coll/sched.c: recv_matched):
- * the sender alone decides eager or rendezvous, and its count may be
- * smaller than the receive's, or larger (truncated). */
+/* The first message of a send matched receive s: the rest of it is
+ * rebuilt for what that send carries. The sender alone decided eager or
+ * rendezvous (from its count), and its count may be smaller than the
+ * receive's, or larger (then truncated: recv_steps). A message of another
+ * datatype is left to the executor's header check (a mismatch of the
+ * ranks' calls). */
+static rcoll_status_t recv_matched(coll_sched_t *s, const coll_env_t *e,
+                                   const rcoll_msg_hdr_t *h)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
+    uint32_t kind = (uint32_t)COLL_SEND | (uint32_t)s->dt << 8 |
+                    (uint32_t)s->op << 16;
+    if ((h->kind & 0x00ffffffu) != kind || h->total > SIZE_MAX / dts)
+        return RCOLL_OK;
+    s->p2p_cap = s->count;
+    s->p2p_trunc = h->total > s->count;
+    s->count = (size_t)h->total;
+    s->nsteps = 0;
+    rcoll_status_t st = recv_steps(s, COLL_MSG_CLASS(h->kind) == COLL_MSG_RTS,
+                                   s->count * dts, s->p2p_trunc);
+    return st != RCOLL_OK ? st : coll_sched_restart(s, e);
+}
+
+/* Until a message matches, the receive expects one of its own count; the
+ * first message it matches rebuilds it (recv_matched). */
 rcoll_status_t coll_recv_direct(coll_sched_t *s, const coll_env_t *e)
 {
-    return coll_recv_steps(s, rendezvous(s, e),
-                           s->count * rcoll_datatype_size(s->dt), 0);
+    s->matched = recv_matched;
+    return recv_steps(s, rendezvous(s, e),
+                      s->count * rcoll_datatype_size(s->dt), 0);
 }

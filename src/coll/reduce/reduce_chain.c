@@ -3,7 +3,7 @@
  * own and forwards chunk by chunk, the root adds its own into recvbuf (AVG
  * divides there). Non-roots never touch recvbuf: partial sums go through a
  * scratch buffer. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,4 +49,12 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e)
     t.send_bytes = bytes;
     t.send_dep = 0;
     return coll_sched_add(s, &t);
+}
+
+/* A reducing pipeline of depth n - 1 with the sqrt law's chunk */
+double coll_reduce_chain_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    *c = coll_tune_best_chunk(m, m->S, m->n - 1);
+    return coll_tune_pipe(m, m->S, *c, m->n - 1, 1);
 }

@@ -5,7 +5,7 @@
  * elsewhere), then sends the accumulator to v - lowbit(v), chunk by chunk
  * as the last receive completes. The accumulator is only sent after its
  * last write, so no receive overwrites a pending send. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,4 +69,12 @@ rcoll_status_t coll_reduce_tree(coll_sched_t *s, const coll_env_t *e)
     t.send_bytes = bytes;
     t.send_dep = last; /* chunk c once our last receive reduced chunk c */
     return coll_sched_add(s, &t);
+}
+
+/* ceil(log2 n) reducing steps of the whole buffer */
+double coll_reduce_tree_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    *c = coll_tune_best_chunk(m, m->S, m->L);
+    return m->L * coll_tune_step(m, m->S, *c, 1);
 }

@@ -12,7 +12,7 @@
  * first, which reduces it in, and receives its finished block back at the
  * end. Each block is reduced on one rank only, so results need no
  * agreement between ranks; AVG divides in the last round. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,4 +127,20 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
 #undef OFF
     s->finish = rs_halving_finish;
     return RCOLL_OK;
+}
+
+/* The input permuted into scratch and our block out of it, the extra
+ * ranks' whole input in and their block out, then log2(p) rounds of half
+ * the range still held, none overlapping the next */
+double coll_reduce_scatter_halving_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    int n = m->n;
+    double t = (n + 1) * m->S / m->g +
+               m->extra * (coll_tune_step(m, m->S * n, *c, 1) +
+                           coll_tune_step(m, m->S, *c, 0));
+    for (double h = m->S * n / 2; h * m->p >= m->S * n * 0.99 && h > 0;
+         h /= 2)
+        t += coll_tune_step(m, h, *c, 1);
+    return t;
 }

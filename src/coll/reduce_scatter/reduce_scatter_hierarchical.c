@@ -15,7 +15,7 @@
  * (n - 1) / n for the flat ring in host order. Phase 2's first send waits
  * for every receive of phase 1 (send_dep_all = 2). Without several hosts
  * of equal size (or with one rank per host) it is the flat ring. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include "util/util.h"
 #include <stdlib.h>
 
@@ -93,4 +93,18 @@ rcoll_status_t coll_reduce_scatter_hier(coll_sched_t *s, const coll_env_t *e)
                 "blocks, then a network ring over %d hosts",
                 (unsigned long long)s->seq, e->rank, h, p, L, L - 1, H, H);
     return RCOLL_OK;
+}
+
+/* (L - 1) H one-block reducing steps inside the host, then H - 1 network
+ * steps, the host's L rings sharing it */
+double coll_reduce_scatter_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    int H, L;
+    coll_tune_model_t ml;
+    if (!coll_tune_hier(m, e, &ml, &H, &L))
+        return HUGE_VAL;
+    double k = coll_tune_nch(m, m->S, *c) < 1 ? 1 : coll_tune_nch(m, m->S, *c);
+    double mv = L * m->S / m->b, rd = m->S / m->g;
+    return (L - 1) * H * coll_tune_step_ovl(&ml, m->S, *c, 1) +
+           (H - 1) * (k * m->a + (mv > rd ? mv : rd));
 }

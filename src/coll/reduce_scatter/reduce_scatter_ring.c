@@ -4,7 +4,7 @@
  * holds the full reduction of its own block. Partial sums travel
  * through a scratch buffer of one block per step (the user's recvbuf holds
  * only block r); the last step reduces straight into recvbuf. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,4 +51,11 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
             return st;
     }
     return RCOLL_OK;
+}
+
+/* n - 1 streaming reducing steps of a block */
+double coll_reduce_scatter_ring_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    return (m->n - 1) * coll_tune_step_ovl(m, m->S, *c, 1);
 }

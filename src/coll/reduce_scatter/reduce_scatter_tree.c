@@ -1,7 +1,7 @@
 /* Reduce-scatter as a binomial-tree reduce of the whole vector to rank 0
  * followed by rank 0 sending block i to rank i: ceil(log2 n) + 1 steps, for
  * small blocks where the ring's n - 1 steps cost more than the bytes. */
-#include "coll/sched.h"
+#include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,4 +64,12 @@ rcoll_status_t coll_reduce_scatter_tree(coll_sched_t *s, const coll_env_t *e)
     }
     s->finish = rs_tree_finish;
     return RCOLL_OK;
+}
+
+/* Everything reduced to rank 0 up a binomial tree, then scattered */
+double coll_reduce_scatter_tree_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
+{
+    (void)e;
+    return m->L * coll_tune_step(m, m->S * m->n, *c, 1) +
+           (m->n - 1) * coll_tune_step(m, m->S, *c, 0);
 }

@@ -1,0 +1,384 @@
+/* A communicator's set-up after the bootstrap: the settings every rank
+ * must share, the transport of each pair of ranks and opening them, and
+ * the ring order (placement); closing the transports. */
+#include "core.h"
+#include "topo/topo.h"
+#include "util/params.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The transports this rank may use: allowed by RCOLL_TRANSPORTS and
+ * usable here, as a bit mask over rcoll_transports[]. */
+uint32_t rcoll__usable_transports(void)
+{
+    char why[256];
+    uint32_t mask = 0;
+    for (int i = 0; rcoll_transports[i] && i < RCOLL_MAX_TLS; i++) {
+        const rcoll_tl_ops_t *t = rcoll_transports[i];
+        if (!rcoll_config_name_allowed(rcoll_config.transports, t->name))
+            continue;
+        why[0] = '\0';
+        if (!t->usable(why, sizeof(why))) {
+            rcoll_info(RCOLL_SUBSYS_INIT, "transport %s not usable: %s",
+                       t->name, why);
+            continue;
+        }
+        mask |= 1u << i;
+    }
+    return mask;
+}
+
+/* Chooses a transport for every pair of ranks (the first both can use that
+ * reaches: shared memory needs the same host) and opens each transport
+ * some pair needs, in the same order on every rank (setup is collective).
+ * Every rank computes the same answer from the same all-gathered masks. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every rank must have the same value of each setting that shapes
+ * schedules or the wire (rcoll_config_is_shared): one all-gather of a
+ * hash over all of them; only when they differ, one of the per-setting
+ * hashes (which setting, which rank) and one of the values (to name
+ * both). Every rank sees the same gathered data, so all fail alike. */
+#define AGREE_MAX 32
+#define AGREE_VAL 120
+
+rcoll_status_t rcoll__config_agree(struct rcoll_comm *c)
+{
+    int n = c->nranks, me = c->rank, np = rcoll_config_nparams(), ns = 0;
+    int idx[AGREE_MAX];
+    uint64_t mine[AGREE_MAX], all = 0xcbf29ce484222325ull;
+    char v[AGREE_VAL];
+    for (int i = 0; i < np && ns < AGREE_MAX; i++) {
+        if (!rcoll_config_is_shared(i))
+            continue;
+        rcoll_config_value_string(i, v, sizeof(v));
+        idx[ns] = i;
+        mine[ns] = fnv1a(fnv1a(0xcbf29ce484222325ull,
+                               rcoll_config_param(i)->name), v);
+        all = fnv1a(fnv1a(all, rcoll_config_param(i)->name), v);
+        all = fnv1a(all, "\n");
+        ns++;
+    }
+    if (n == 1)
+        return RCOLL_OK;
+    rcoll_status_t st;
+    uint64_t *h = calloc((size_t)n, sizeof(uint64_t) * AGREE_MAX);
+    char *vals = NULL;
+    if (!h)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    h[me] = all;
+    if ((st = rcoll_bootstrap_allgather(&c->bs, h, sizeof(uint64_t))) !=
+        RCOLL_OK)
+        goto out;
+    int same = 1;
+    for (int a = 1; a < n; a++)
+        same &= h[a] == h[0];
+    if (same)
+        goto out;
+    memcpy(h + (size_t)me * AGREE_MAX, mine, sizeof(mine));
+    if ((st = rcoll_bootstrap_allgather(&c->bs, h,
+                                        sizeof(uint64_t) * AGREE_MAX)) !=
+        RCOLL_OK)
+        goto out;
+    int var = -1, who = -1;
+    for (int k = 0; k < ns && var < 0; k++)
+        for (int a = 1; a < n; a++)
+            if (h[(size_t)a * AGREE_MAX + k] != h[k]) {
+                var = k;
+                who = a;
+                break;
+            }
+    if (var < 0) { /* the sets differ: different builds of rcoll */
+        st = rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                              "the ranks' settings differ "
+                              "in a way this build cannot name (different "
+                              "rcoll versions on the ranks?)");
+        goto out;
+    }
+    if (!(vals = calloc((size_t)n, AGREE_VAL))) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+        goto out;
+    }
+    rcoll_config_value_string(idx[var], vals + (size_t)me * AGREE_VAL,
+                              AGREE_VAL);
+    if ((st = rcoll_bootstrap_allgather(&c->bs, vals, AGREE_VAL)) !=
+        RCOLL_OK)
+        goto out;
+    vals[AGREE_VAL - 1] = vals[(size_t)who * AGREE_VAL + AGREE_VAL - 1] = 0;
+    st = rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "%s differs between ranks: rank 0 (%s pid %d) has "
+        "\"%s\", rank %d (%s pid %d) has \"%s\"; it shapes schedules or "
+        "messages, so set it the same on every rank",
+        rcoll_config_param(idx[var])->name, c->bs.peers[0].hostname,
+        c->bs.peers[0].pid, vals, who, c->bs.peers[who].hostname,
+        c->bs.peers[who].pid, vals + (size_t)who * AGREE_VAL);
+out:
+    free(h);
+    free(vals);
+    return st;
+}
+
+/* What each rank offers, all-gathered: its usable transports, its cores,
+ * and its RCOLL_RING_ORDER (which must agree). */
+typedef struct {
+    uint32_t mask;
+    int32_t ncores;
+    int32_t ring_user;
+} tl_offer_t;
+
+static rcoll_status_t gather_offers(struct rcoll_comm *c, tl_offer_t *o)
+{
+    int n = c->nranks, me = c->rank;
+    o[me].mask = rcoll__usable_transports();
+    o[me].ncores = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    o[me].ring_user = strcmp(rcoll_config.ring_order, "user") == 0;
+    rcoll_status_t st = rcoll_bootstrap_allgather(&c->bs, o, sizeof(*o));
+    if (st != RCOLL_OK)
+        return st;
+    for (int a = 1; a < n; a++)
+        if (o[a].ring_user != o[0].ring_user)
+            return rcoll__set_error(
+                RCOLL_ERR_INVALID_ARGUMENT,
+                "rank 0 (%s) has RCOLL_RING_ORDER=%s and rank %d (%s) has "
+                "%s: it must be the same on every rank",
+                c->bs.peers[0].hostname, o[0].ring_user ? "user" : "topo",
+                a, c->bs.peers[a].hostname, o[a].ring_user ? "user" : "topo");
+    return RCOLL_OK;
+}
+
+/* The tuner's inputs, the same on every rank (every rank must pick the
+ * same algorithm and chunk size): the most ranks on one host, the fewest
+ * cores of a host; the links start as shared memory's (pick_transports
+ * and open_one slow them down). */
+static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o)
+{
+    int n = c->nranks;
+    c->env.link = rcoll_config.tune_shm;
+    c->env.link_local = rcoll_config.tune_shm;
+    c->env.link_name = "shm";
+    c->env.local_size = 1;
+    c->env.ncores = o[0].ncores > 0 ? o[0].ncores : 1;
+    for (int a = 0; a < n; a++) {
+        int same = 0;
+        for (int b = 0; b < n; b++)
+            same += c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
+        if (same > c->env.local_size)
+            c->env.local_size = same;
+        if (o[a].ncores > 0 && o[a].ncores < c->env.ncores)
+            c->env.ncores = o[a].ncores;
+    }
+}
+
+/* The transport of every pair: the first both offer that reaches (shared
+ * memory needs the same host). tl_of[a * n + b] is its index + 1. */
+static rcoll_status_t pick_transports(struct rcoll_comm *c,
+                                      const tl_offer_t *o, uint8_t *tl_of)
+{
+    int n = c->nranks;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            uint32_t both = o[a].mask & o[b].mask;
+            int same_host = c->bs.peers[a].host_hash ==
+                            c->bs.peers[b].host_hash;
+            int t;
+            for (t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
+                if ((both >> t & 1) &&
+                    (!rcoll_transports[t]->local_only || same_host))
+                    break;
+            if (!rcoll_transports[t] || t == RCOLL_MAX_TLS)
+                return rcoll__set_error(
+                    RCOLL_ERR_NO_DEVICE,
+                    "no transport connects rank %d (%s, transports 0x%x) "
+                    "and rank %d (%s, transports 0x%x): check "
+                    "RCOLL_TRANSPORTS on both", a, c->bs.peers[a].hostname,
+                    o[a].mask, b, c->bs.peers[b].hostname, o[b].mask);
+            tl_of[a * n + b] = tl_of[b * n + a] = (uint8_t)(t + 1);
+            if (same_host && !rcoll_transports[t]->local_only)
+                c->env.link_local = rcoll_config.tune_tcp;
+        }
+    return RCOLL_OK;
+}
+
+/* Opens transport ops for the pairs marked in `pairs` (collective: every
+ * rank calls it for the same transports in the same order). */
+static rcoll_status_t open_one(struct rcoll_comm *c,
+                               const rcoll_tl_ops_t *ops,
+                               const uint8_t *pairs,
+                               const uint8_t secret[16])
+{
+    int n = c->nranks, me = c->rank;
+    if (!ops->local_only) {
+        c->env.link = rcoll_config.tune_tcp;
+        c->env.link_name = ops->name;
+    }
+    if (!ops->send_revoke) /* required: see transport.h */
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "transport %s has no "
+                                "send_revoke", ops->name);
+    rcoll_tl_ep_t **eps = calloc((size_t)n, sizeof(*eps));
+    if (!eps)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    rcoll_tl_params_t tp = {
+        .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
+        .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
+        .nslots = rcoll_config.nslots, .ev = &c->tl_events,
+        .pairs = pairs, .timeout = c->timeout};
+    rcoll_status_t st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
+    if (st != RCOLL_OK) {
+        free(eps);
+        return st;
+    }
+    c->tls[c->ntls] = ops;
+    if (ops->wait && c->wait_tl < 0)
+        c->wait_tl = c->ntls;
+    c->ntls++;
+    for (int p = 0; p < n; p++)
+        if (pairs[me * n + p]) {
+            c->eps[p] = eps[p];
+            c->peer_tl[p] = ops;
+        }
+    free(eps);
+    rcoll_debug(RCOLL_SUBSYS_INIT, "rank %d: transport %s opened", me,
+                ops->name);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
+                                      const uint8_t secret[16])
+{
+    int n = c->nranks;
+    tl_offer_t *offers = calloc((size_t)n, sizeof(*offers));
+    uint8_t *tl_of = calloc((size_t)n * (size_t)n, 1);
+    uint8_t *pairs = calloc((size_t)n * (size_t)n, 1);
+    rcoll_status_t st = RCOLL_OK;
+    if (!offers || !tl_of || !pairs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+        goto out;
+    }
+    if ((st = gather_offers(c, offers)) != RCOLL_OK)
+        goto out;
+    tune_inputs(c, offers);
+    if ((st = pick_transports(c, offers, tl_of)) != RCOLL_OK)
+        goto out;
+    rcoll__engine_tl_events(c);
+    for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++) {
+        int used = 0;
+        for (int i = 0; i < n * n; i++) {
+            pairs[i] = tl_of[i] == t + 1;
+            used |= pairs[i];
+        }
+        if (used && (st = open_one(c, rcoll_transports[t], pairs, secret)) !=
+                        RCOLL_OK)
+            goto out;
+    }
+out:
+    free(offers);
+    free(tl_of);
+    free(pairs);
+    return st;
+}
+
+/* The ring order and the host structure (coll_env_t): hosts by their
+ * lowest rank, each host's ranks contiguous and in rank order
+ * (RCOLL_RING_ORDER=topo), or rank order (user). Every rank computes the
+ * same answer from the same rendezvous table. */
+/* RCOLL_TOPO_DUMP_FILE: rank 0 writes the topology in use, once per
+ * process (a failure is a warning: the job does not depend on it). */
+static pthread_once_t topo_dump_once = PTHREAD_ONCE_INIT;
+static void topo_dump(void)
+{
+    rcoll_topo_t *t = NULL;
+    const char *src = "";
+    char err[512] = "";
+    if (rcoll_topo_get(&t, &src, err, sizeof(err)) != RCOLL_OK) {
+        rcoll_warn("RCOLL_TOPO_DUMP_FILE: %s", err);
+        return;
+    }
+    rcoll_info(RCOLL_SUBSYS_INIT, "topology (%s): %d packages, %d GPUs, %d "
+               "NICs, written to %s", src, rcoll_topo_npackages(t),
+               rcoll_topo_ngpus(t), rcoll_topo_nnics(t),
+               rcoll_config.topo_dump_file);
+    rcoll_topo_free(t);
+}
+
+void rcoll__topo_dump_once(void)
+{
+    pthread_once(&topo_dump_once, topo_dump);
+}
+
+rcoll_status_t rcoll__placement_init(struct rcoll_comm *c)
+{
+    int n = c->nranks;
+    int *host = malloc((size_t)n * sizeof(int)); /* rank -> host index */
+    uint64_t *ids = calloc((size_t)n, sizeof(uint64_t));
+    c->ring = malloc((size_t)n * sizeof(int));
+    c->ring_pos = malloc((size_t)n * sizeof(int));
+    if (!host || !ids || !c->ring || !c->ring_pos) {
+        free(host);
+        free(ids);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+    }
+    for (int r = 0; r < n; r++)
+        ids[r] = c->bs.peers[r].host_hash;
+    int topo = strcmp(rcoll_config.ring_order, "user") != 0;
+    int nh = rcoll_topo_ring_order(n, ids, topo, c->ring, host,
+                                   &c->env.host_size);
+    for (int i = 0; i < n; i++)
+        c->ring_pos[c->ring[i]] = i;
+    c->env.ring = c->ring;
+    c->env.ring_pos = c->ring_pos;
+    c->env.nhosts = nh;
+    if (c->rank == 0 && rcoll__log_level >= RCOLL_LOG_INFO) {
+        char buf[512];
+        size_t off = 0;
+        for (int i = 0; i < n && off < sizeof(buf) - 16; i++)
+            off += (size_t)snprintf(
+                buf + off, sizeof(buf) - off, "%s%d",
+                i == 0 ? "" : host[c->ring[i]] != host[c->ring[i - 1]] ? " | "
+                                                                       : " ",
+                c->ring[i]);
+        if (off >= sizeof(buf) - 16)
+            snprintf(buf + off, sizeof(buf) - off, " ...");
+        rcoll_info(RCOLL_SUBSYS_INIT, "ring order (%s): %s (%d host%s, %s)",
+                   topo ? "topo" : "user", buf, nh, nh == 1 ? "" : "s",
+                   c->env.host_size ? "as many ranks on each"
+                                    : "hosts of different sizes or "
+                                      "interleaved");
+    }
+    free(host);
+    free(ids);
+    return RCOLL_OK;
+}
+
+void rcoll__mem_reg_free(struct rcoll_comm *c, struct rcoll_mem_reg *m)
+{
+    for (int i = 0; i < c->ntls; i++)
+        if (m->tl[i] && c->tls[i]->mem_dereg)
+            c->tls[i]->mem_dereg(c->tl_ctxs[i], m->tl[i]);
+    free(m);
+}
+
+void rcoll__close_transports(struct rcoll_comm *c, int abort,
+                             const char *reason)
+{
+    while (c->regs) {
+        struct rcoll_mem_reg *m = c->regs;
+        c->regs = m->next;
+        rcoll__mem_reg_free(c, m);
+    }
+    /* out of reach first (comm_kick_locked), then destroyed */
+    pthread_mutex_lock(&c->lock);
+    int n = c->ntls;
+    c->ntls = 0;
+    c->wait_tl = -1;
+    pthread_mutex_unlock(&c->lock);
+    for (int i = n - 1; i >= 0; i--)
+        c->tls[i]->ctx_destroy(c->tl_ctxs[i], abort, reason);
+}
