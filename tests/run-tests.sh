@@ -179,6 +179,14 @@ done
 # about one run in three failed before the inline path's last look
 t "fail: late_abort x20, shm (a finished barrier survives a peer's abort right after it)" 90 sh -c \
     "for i in \$(seq 1 20); do RCOLL_TRANSPORTS=shm '$B/tests/test_fail' late_abort > '$LOGDIR/late_abort.out' 2>&1 || { cat '$LOGDIR/late_abort.out'; exit 1; }; done"
+# one rank 30 ms late: the others finish within the time the data takes,
+# not at the engine's 100 ms unblock (per-peer cursors)
+for tl in shm tcp; do
+    t "skew: all-to-all-v with a late rank, no stall, $tl, 4 ranks" 120 env RCOLL_TRANSPORTS=$tl \
+        "$RUN" -n 4 "$B/tests/test_skew" a2av -r 10 -m 90
+done
+t "skew: hierarchical all-reduce with a late rank, no stall, 2 hosts x 2 (RCOLL_HOSTID)" 120 \
+    "$RUN" -n 4 sh -c "RCOLL_HOSTID=h\$((RCOLL_RANK % 2)) RCOLL_ALGO=allreduce:hierarchical exec '$B/tests/test_skew' hier -r 10 -m 90"
 t "fail: late_abort, tcp" 90 env RCOLL_TRANSPORTS=tcp "$B/tests/test_fail" late_abort
 t "fail: config_timeout (a communicator's own timeout, rcoll_comm_init_rank_config)" 90 \
     "$B/tests/test_fail" config_timeout

@@ -421,7 +421,8 @@ static int stream(end_t *a, end_t *b, int n, unsigned *seed,
                 return bad + 1;
             for (size_t j = 0; j < next_len; j++)
                 pay[j] = pattern((uint64_t)sent, j);
-            rcoll_status_t st = tcp_send((rcoll_tl_ep_t *)a->ep, &h, pay, pay, 0);
+            rcoll_status_t st = tcp_send((rcoll_tl_ep_t *)a->ep, &h, pay, pay, 0,
+                                         h.len);
             if (sa->txq_count == sa->txq_cap)
                 stream_txq_full++;
             if (st != RCOLL_OK) {

@@ -40,7 +40,7 @@ void coll_sched_free(coll_sched_t *s)
     if (s->steps != s->steps_small)
         free(s->steps);
     if (s->recv_done != s->state_small)
-        free(s->recv_done); /* ord lives in the same block */
+        free(s->recv_done); /* ord, sent, pmark: in the same block */
     free(s->v);
     free(s->scratch);
     free(s->bounce);
@@ -49,6 +49,8 @@ void coll_sched_free(coll_sched_t *s)
     s->steps = NULL;
     s->recv_done = NULL;
     s->ord = NULL;
+    s->sent = NULL;
+    s->pmark = NULL;
     s->v = NULL;
     s->scratch = NULL;
 }
@@ -104,12 +106,13 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
 {
     int n = s->nsteps ? s->nsteps : 1;
     int small[128], *cnt = small;
-    /* one block: recv_done (n), then ord (2 n) */
-    if (n <= 8) {
+    /* one block: recv_done (n), ord (2 n), sent (n), pmark (nranks) */
+    size_t len = 4 * (size_t)n + (size_t)e->nranks;
+    if (len <= sizeof(s->state_small) / sizeof(int)) {
         s->recv_done = s->state_small;
-        memset(s->state_small, 0, sizeof(int) * 3 * (size_t)n);
+        memset(s->state_small, 0, sizeof(int) * len);
     } else {
-        s->recv_done = calloc((size_t)n * 3, sizeof(int));
+        s->recv_done = calloc(len, sizeof(int));
     }
     if (2 * e->nranks > 128)
         cnt = calloc((size_t)e->nranks * 2, sizeof(int));
@@ -123,8 +126,13 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
                                 e->rank, coll_kind_name(s->kind));
     }
     s->ord = s->recv_done + n;
+    s->sent = s->ord + 2 * n;
+    s->pmark = s->sent + n;
+    s->pass = 0;
+    s->in_order = 0;
     for (int i = 0; i < s->nsteps; i++) {
         const coll_step_t *t = &s->steps[i];
+        s->in_order |= t->pre_send != NULL;
         if (send_nch(s, t) > 0)
             s->ord[2 * i] = cnt[2 * t->send_peer]++;
         if (recv_nch(s, t) > 0)
@@ -221,25 +229,26 @@ static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
  * message that carries several (transport max_msg: it must end on a chunk
  * boundary or at the transfer's end), 0 for any other length. */
 static int msg_chunks(const coll_sched_t *s, const coll_step_t *t,
-                      size_t got, size_t len)
+                      int chunk, size_t got, size_t len)
 {
     if (got == len)
         return 1;
-    size_t off = (size_t)s->r_chunk * s->chunk;
+    size_t off = (size_t)chunk * s->chunk;
     if (got < len || got > t->recv_bytes - off ||
         (got % s->chunk && off + got != t->recv_bytes))
         return 0;
     return (int)((got + s->chunk - 1) / s->chunk);
 }
 
-/* 1 if h is what receive step t of s expects as its chunk r_chunk. */
-static int hdr_ok(const coll_sched_t *s, const coll_step_t *t,
+/* 1 if h is what receive step i of s expects as its chunk `chunk`. */
+static int hdr_ok(const coll_sched_t *s, int i, int chunk,
                   const rcoll_msg_hdr_t *h, int nch)
 {
+    const coll_step_t *t = &s->steps[i];
     if ((h->kind & 0x00ffffffu) != sched_kind_word(s) ||
         COLL_MSG_CLASS(h->kind) != t->recv_class || h->total != s->count ||
-        !nch || h->chunk != (uint32_t)s->r_chunk ||
-        h->step != (uint32_t)s->ord[2 * s->r_step + 1])
+        !nch || h->chunk != (uint32_t)chunk ||
+        h->step != (uint32_t)s->ord[2 * i + 1])
         return 0;
     if (!is_p2p(s))
         return h->seq == s->seq && h->tag == (uint32_t)s->root;
@@ -324,166 +333,220 @@ void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e)
         step_unplace(s, e, i);
 }
 
-/* Receives what has arrived, in (step, chunk) order. */
-static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
-                                 int *moved)
+/* Takes the next message of receive step i (its chunk recv_done[i]) if it
+ * has arrived, and copies or reduces it where the step says. RCOLL_OK:
+ * taken (*moved set); RCOLL_INPROGRESS: not here yet; else an error. */
+static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
+                                 int i, int *moved)
 {
     rcoll_status_t st;
     size_t dts = rcoll_datatype_size(s->dt);
-    while (s->r_step < s->nsteps) {
-        coll_step_t *t = &s->steps[s->r_step];
-        int peer = t->recv_peer;
-        if (s->r_chunk >= recv_nch(s, t)) {
-            step_unplace(s, e, s->r_step);
-            s->r_step++;
-            s->r_chunk = 0;
-            continue;
+    coll_step_t *t = &s->steps[i];
+    int peer = t->recv_peer;
+    const rcoll_msg_hdr_t *h;
+    const void *payload;
+    coll_umsg_t *u;
+    st = coll_rx_get(s, t, e, peer, &h, &payload, &u);
+    if (st != RCOLL_OK)
+        return st == RCOLL_INPROGRESS
+                   ? st
+                   : peer_error(s, e, st, peer, "receiving from");
+    if (s->matched && !s->p2p_matched) {
+        if ((st = s->matched(s, e, h)) != RCOLL_OK)
+            return st;
+        t = &s->steps[i];
+    }
+    int chunk = s->recv_done[i];
+    size_t off = (size_t)chunk * s->chunk;
+    size_t len = t->recv_bytes ? RCOLL_MIN(s->chunk, t->recv_bytes - off)
+                               : 0;
+    int nch = msg_chunks(s, t, chunk, h->len, len);
+    if (!hdr_ok(s, i, chunk, h, nch))
+        return mismatch(s, e, peer, h, len);
+    len = h->len;
+    if (s->kind == COLL_RECV && !s->p2p_matched) {
+        s->seq = h->seq; /* the rest of this message, and our CTS */
+        s->p2p_matched = 1;
+        coll_p2p_recv_unregister(s);
+        sched_place(s, e); /* before our go-ahead leaves */
+    }
+    const rcoll_tl_ops_t *tl = e->tls[peer];
+    int check = (h->kind & RCOLL_HDR_CSUM) != 0;
+    if (!payload && len &&
+        ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
+         check)) {
+        /* still in the sender's memory: fetch it to reduce it */
+        if (s->bounce_len < len) {
+            size_t want = RCOLL_MAX(len, s->chunk);
+            free(s->bounce);
+            if (!(s->bounce = malloc(want))) {
+                s->bounce_len = 0;
+                return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in "
+                                        "%s: no memory for a %zu-byte "
+                                        "bounce buffer", e->rank,
+                                        coll_kind_name(s->kind), want);
+            }
+            s->bounce_len = want;
         }
-        const rcoll_msg_hdr_t *h;
-        const void *payload;
-        coll_umsg_t *u;
-        st = coll_rx_get(s, t, e, peer, &h, &payload, &u);
-        if (st == RCOLL_INPROGRESS) {
-            s->waiting_peer = peer;
-            s->waiting_for = t->recv_class == COLL_MSG_CTS
-                                 ? "the go-ahead for a large send from"
-                                 : "data from";
-            return RCOLL_OK;
-        }
+        st = tl->recv_copy(e->eps[peer], s->bounce);
         if (st != RCOLL_OK)
             return peer_error(s, e, st, peer, "receiving from");
-        if (s->matched && !s->p2p_matched) {
-            if ((st = s->matched(s, e, h)) != RCOLL_OK)
-                return st;
-            t = &s->steps[s->r_step];
-        }
-        size_t off = (size_t)s->r_chunk * s->chunk;
-        size_t len = t->recv_bytes ? RCOLL_MIN(s->chunk, t->recv_bytes - off)
-                                   : 0;
-        int nch = msg_chunks(s, t, h->len, len);
-        if (!hdr_ok(s, t, h, nch))
-            return mismatch(s, e, peer, h, len);
-        len = h->len;
-        if (s->kind == COLL_RECV && !s->p2p_matched) {
-            s->seq = h->seq; /* the rest of this message, and our CTS */
-            s->p2p_matched = 1;
-            coll_p2p_recv_unregister(s);
-            sched_place(s, e); /* before our go-ahead leaves */
-        }
-        const rcoll_tl_ops_t *tl = e->tls[peer];
-        int check = (h->kind & RCOLL_HDR_CSUM) != 0;
-        if (!payload && len &&
-            ((t->recv_mode != RECV_COPY && t->recv_mode != RECV_DISCARD) ||
-             check)) {
-            /* still in the sender's memory: fetch it to reduce it */
-            if (s->bounce_len < len) {
-                size_t want = RCOLL_MAX(len, s->chunk);
-                free(s->bounce);
-                if (!(s->bounce = malloc(want))) {
-                    s->bounce_len = 0;
-                    return rcoll__set_error(RCOLL_ERR_NO_MEMORY,
-                                            "rank %d in %s: no memory for "
-                                            "a %zu-byte bounce buffer",
-                                            e->rank,
-                                            coll_kind_name(s->kind), want);
-                }
-                s->bounce_len = want;
-            }
-            st = tl->recv_copy(e->eps[peer], s->bounce);
+        payload = s->bounce;
+    }
+    if (check) {
+        uint32_t got = msg_csum(h, payload);
+        if (got != h->csum)
+            return corrupt(s, e, peer, h, got);
+    }
+    switch (t->recv_mode) {
+    case RECV_COPY:
+        if (len && !payload) {
+            st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
             if (st != RCOLL_OK)
                 return peer_error(s, e, st, peer, "receiving from");
-            payload = s->bounce;
+        } else if (len && payload != t->recv_dst + off) {
+            /* (a receive in place has it there already) */
+            s->md->copy(t->recv_dst + off, payload, len);
         }
-        if (check) {
-            uint32_t got = msg_csum(h, payload);
-            if (got != h->csum)
-                return corrupt(s, e, peer, h, got);
+        break;
+    case RECV_REDUCE:
+        s->reduce(t->recv_dst + off, t->recv_local + off, payload, len / dts);
+        break;
+    case RECV_REDUCE_AVG:
+        s->md->reduce_avg_final(s->dt, t->recv_dst + off,
+                                t->recv_local + off, payload, len / dts,
+                                e->nranks);
+        break;
+    case RECV_DISCARD:
+        break;
+    }
+    coll_rx_release(e, peer, u);
+    s->recv_done[i] += nch;
+    *moved = 1;
+    return RCOLL_OK;
+}
+
+/* The frontier step waits for its peer: steps further on whose receive
+ * nothing else in the operation depends on (it lands where nothing else
+ * reads or writes: recv_place, or is dropped) take their messages from
+ * other peers as those come, each peer's in its own order. Then a message
+ * for a later step does not sit in its sender's slots, where it holds the
+ * credits that sender may need for another peer (a skewed all-to-all's
+ * stall until coll_match_unblock). A step whose receive others depend on
+ * (a reduction, a block forwarded later) keeps the steps after it from
+ * the same peer waiting; point to point has one peer. */
+static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
+                                 int *moved)
+{
+    int pass = (int)++s->pass;
+    s->pmark[s->steps[s->r_step].recv_peer] = pass;
+    for (int i = s->r_step + 1; i < s->nsteps; i++) {
+        coll_step_t *t = &s->steps[i];
+        int q = t->recv_peer, nch = recv_nch(s, t);
+        if (q < 0 || s->recv_done[i] >= nch || s->pmark[q] == pass)
+            continue;
+        if (!(t->recv_mode == RECV_COPY && t->recv_place) &&
+            t->recv_mode != RECV_DISCARD) {
+            s->pmark[q] = pass;
+            continue;
         }
-        switch (t->recv_mode) {
-        case RECV_COPY:
-            if (len && !payload) {
-                st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
-                if (st != RCOLL_OK)
-                    return peer_error(s, e, st, peer, "receiving from");
-            } else if (len && payload != t->recv_dst + off) {
-                /* (a receive in place has it there already) */
-                s->md->copy(t->recv_dst + off, payload, len);
-            }
-            break;
-        case RECV_REDUCE:
-            s->reduce(t->recv_dst + off, t->recv_local + off, payload,
-                      len / dts);
-            break;
-        case RECV_REDUCE_AVG:
-            s->md->reduce_avg_final(s->dt, t->recv_dst + off,
-                                    t->recv_local + off, payload, len / dts,
-                                    e->nranks);
-            break;
-        case RECV_DISCARD:
-            break;
+        rcoll_status_t st = RCOLL_OK;
+        while (s->recv_done[i] < nch &&
+               (st = recv_chunk(s, e, i, moved)) == RCOLL_OK)
+            ;
+        if (s->recv_done[i] < nch) {
+            if (st != RCOLL_INPROGRESS)
+                return st;
+            s->pmark[q] = pass;
+        } else {
+            step_unplace(s, e, i);
         }
-        coll_rx_release(e, peer, u);
-        s->recv_done[s->r_step] += nch;
-        s->r_chunk += nch;
-        *moved = 1;
     }
     return RCOLL_OK;
 }
 
-/* 1 if step t's next chunk must wait for one of our own receives. */
-static int send_blocked(const coll_sched_t *s, const coll_step_t *t)
+/* Receives what has arrived: the frontier step's chunks in order, then
+ * what may come ahead of it (recv_ahead). */
+static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
+                                 int *moved)
+{
+    while (s->r_step < s->nsteps) {
+        coll_step_t *t = &s->steps[s->r_step];
+        if (s->recv_done[s->r_step] >= recv_nch(s, t)) {
+            step_unplace(s, e, s->r_step);
+            s->r_step++;
+            continue;
+        }
+        rcoll_status_t st = recv_chunk(s, e, s->r_step, moved);
+        if (st == RCOLL_INPROGRESS) {
+            t = &s->steps[s->r_step];
+            s->r_chunk = s->recv_done[s->r_step];
+            s->waiting_peer = t->recv_peer;
+            s->waiting_for = t->recv_class == COLL_MSG_CTS
+                                 ? "the go-ahead for a large send from"
+                                 : "data from";
+            return s->r_step + 1 < s->nsteps && !is_p2p(s)
+                       ? recv_ahead(s, e, moved)
+                       : RCOLL_OK;
+        }
+        if (st != RCOLL_OK)
+            return st;
+    }
+    s->r_chunk = 0;
+    return RCOLL_OK;
+}
+
+/* 1 if chunk `chunk` of step t must wait for one of our own receives. */
+static int send_blocked(const coll_sched_t *s, const coll_step_t *t,
+                        int chunk)
 {
     if (t->send_dep < 0)
         return 0;
     if (t->send_dep_all == 2)
         return s->r_step <= t->send_dep; /* an earlier phase arrives */
     const coll_step_t *d = &s->steps[t->send_dep];
-    int need = t->send_dep_all ? recv_nch(s, d) : s->s_chunk + 1;
+    int need = t->send_dep_all ? recv_nch(s, d) : chunk + 1;
     return s->recv_done[t->send_dep] < need;
 }
 
-/* Sends what may go, in (step, chunk) order. */
-static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
-                                 int *moved)
+/* Sends what may go of step i, chunk after chunk: RCOLL_OK when it is all
+ * sent or waits, else an error. *credits is set when it waits for the
+ * transport (credits, room), not for a receive it depends on. */
+static rcoll_status_t send_step(coll_sched_t *s, const coll_env_t *e, int i,
+                                int *moved, int *credits)
 {
-    rcoll_status_t st;
-    while (s->s_step < s->nsteps) {
-        coll_step_t *t = &s->steps[s->s_step];
-        if (s->s_chunk >= send_nch(s, t)) {
-            s->s_step++;
-            s->s_chunk = 0;
-            continue;
-        }
-        if (send_blocked(s, t))
+    coll_step_t *t = &s->steps[i];
+    int total = send_nch(s, t), p = t->send_peer;
+    while (s->sent[i] < total) {
+        int chunk = s->sent[i];
+        if (send_blocked(s, t, chunk))
             return RCOLL_OK;
-        int first = s->kind == COLL_SEND && s->s_step == 0 && s->s_chunk == 0;
+        int first = s->kind == COLL_SEND && i == 0 && chunk == 0;
         if (first && !coll_p2p_send_may_start(s, e)) {
-            s->waiting_peer = t->send_peer;
+            s->waiting_peer = p;
             s->waiting_for = "an earlier send (in posting order) to";
             return RCOLL_OK;
         }
-        if (t->pre_send && s->pre_sent <= s->s_step) {
-            t->pre_send(s, e, s->s_step);
-            s->pre_sent = s->s_step + 1;
+        if (t->pre_send && s->pre_sent <= i) {
+            t->pre_send(s, e, i);
+            s->pre_sent = i + 1;
         }
-        size_t off = (size_t)s->s_chunk * s->chunk;
+        size_t off = (size_t)chunk * s->chunk;
         int copies = t->send_copy || s->kind == COLL_ALLGATHER ||
                      s->kind == COLL_BROADCAST || whole_kind(s->kind);
         int flags = (copies ? RCOLL_TL_PEER_COPIES : 0) |
                     (whole_kind(s->kind) ? RCOLL_TL_WHOLE : 0);
-        const rcoll_tl_ops_t *tl = e->tls[t->send_peer];
+        const rcoll_tl_ops_t *tl = e->tls[p];
         size_t len = t->send_bytes ? RCOLL_MIN(s->chunk, t->send_bytes - off)
                                    : 0;
         int nch = 1;
         if (tl->max_msg && len == s->chunk && !rcoll_config.checksum) {
             /* one message for several chunks (single copy), as far as
              * what this send waits for has arrived */
-            size_t mx = tl->max_msg(e->eps[t->send_peer],
-                                    t->send_bytes - off, flags);
-            int k = (int)RCOLL_MIN(mx / s->chunk,
-                                   (size_t)(send_nch(s, t) - s->s_chunk));
+            size_t mx = tl->max_msg(e->eps[p], t->send_bytes - off, flags);
+            int k = (int)RCOLL_MIN(mx / s->chunk, (size_t)(total - chunk));
             if (t->send_dep >= 0 && !t->send_dep_all)
-                k = RCOLL_MIN(k, s->recv_done[t->send_dep] - s->s_chunk);
+                k = RCOLL_MIN(k, s->recv_done[t->send_dep] - chunk);
             if (k > 1) {
                 nch = k;
                 len = RCOLL_MIN((size_t)k * s->chunk, t->send_bytes - off);
@@ -492,8 +555,8 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
         rcoll_msg_hdr_t h = {
             .seq = s->seq,
             .kind = sched_kind_word(s) | (uint32_t)t->send_class << 24,
-            .step = (uint32_t)s->ord[2 * s->s_step],
-            .chunk = (uint32_t)s->s_chunk,
+            .step = (uint32_t)s->ord[2 * i],
+            .chunk = (uint32_t)chunk,
             .len = (uint32_t)len,
             .tag = (uint32_t)(is_p2p(s) ? s->tag : s->root),
             .total = s->count};
@@ -503,22 +566,62 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             h.csum = msg_csum(&h, pl);
         }
         s->sends_inflight++;
-        st = tl->send(e->eps[t->send_peer], &h, pl, s, flags);
+        rcoll_status_t st = tl->send(e->eps[p], &h, pl, s, flags,
+                                     t->send_bytes);
         if (st == RCOLL_INPROGRESS) {
             s->sends_inflight--;
-            s->waiting_peer = t->send_peer;
+            s->waiting_peer = p;
             s->waiting_for = "credits (free receive slots) from";
+            *credits = 1;
             return RCOLL_OK;
         }
         if (st != RCOLL_OK) {
             s->sends_inflight--;
-            return peer_error(s, e, st, t->send_peer, "sending to");
+            return peer_error(s, e, st, p, "sending to");
         }
         if (first)
             coll_p2p_send_started(s, e);
-        s->s_chunk += nch;
+        s->sent[i] += nch;
         *moved = 1;
     }
+    return RCOLL_OK;
+}
+
+/* Sends what may go. Each peer has its own cursor: the steps that send
+ * to it go in step order, and a step that waits for credits holds only
+ * the later steps to the same peer; the steps to other peers go on (no
+ * send to one peer waits on credits from another). A step that waits for
+ * a receive it depends on holds every later step: algorithms lean on the
+ * step order for the dependencies of their empty steps (a halving round
+ * whose block is empty depends on nothing of its own, but its successor
+ * must still wait for the rounds before it). An algorithm with pre_send
+ * hooks (they pack as the steps go) sends strictly in step order. */
+static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
+                                 int *moved)
+{
+    int pass = (int)++s->pass;
+    for (int i = s->s_step; i < s->nsteps; i++) {
+        coll_step_t *t = &s->steps[i];
+        int total = send_nch(s, t);
+        if (s->sent[i] >= total)
+            continue;
+        if (s->pmark[t->send_peer] == pass)
+            continue;
+        int credits = 0;
+        rcoll_status_t st = send_step(s, e, i, moved, &credits);
+        if (st != RCOLL_OK)
+            return st;
+        if (s->sent[i] < total) {
+            /* (passed only once all it depends on has arrived) */
+            if (s->in_order || !credits || send_blocked(s, t, total - 1))
+                break;
+            s->pmark[t->send_peer] = pass;
+        }
+    }
+    while (s->s_step < s->nsteps &&
+           s->sent[s->s_step] >= send_nch(s, &s->steps[s->s_step]))
+        s->s_step++;
+    s->s_chunk = s->s_step < s->nsteps ? s->sent[s->s_step] : 0;
     return RCOLL_OK;
 }
 

@@ -170,14 +170,24 @@ typedef struct coll_sched {
     size_t chunk;           /* bytes per chunk, a multiple of the type size */
     char *scratch;          /* owned temporary */
     /* execution */
-    int s_step, s_chunk;    /* next send */
+    int s_step, s_chunk;    /* the first step with sends left, and its
+                               next chunk (later steps may be further on:
+                               per-peer cursors, sched.c) */
     int pre_sent;           /* steps whose pre_send hook ran */
-    int r_step, r_chunk;    /* next receive */
+    int r_step, r_chunk;    /* the first step with receives left, and its
+                               next chunk */
     int *recv_done;         /* per step: chunks received */
+    int *sent;              /* per step: chunks sent */
+    int *pmark;             /* per peer: the pass that marked it (a step
+                               to or from it is behind: later ones wait) */
+    unsigned pass;          /* sched_send / recv_ahead passes */
+    int in_order;           /* sends strictly in step order (an algorithm
+                               with pre_send hooks packs as it goes) */
     int *ord;               /* per step: the send's and the receive's
                                ordinal among this operation's transfers
                                to / from that peer (2 per step) */
-    int state_small[3 * 8]; /* recv_done and ord of up to 8 steps (no
+    int state_small[4 * 8 + 16]; /* recv_done, ord and sent of up to 8
+                               steps, pmark of up to 16 ranks (no
                                allocation for small collectives) */
 #define COLL_SCHED_SMALL_STEPS 4
     coll_step_t steps_small[COLL_SCHED_SMALL_STEPS]; /* steps, while they

@@ -67,6 +67,9 @@ struct rcoll_comm {
     uint64_t *p2p_tx;             /* by peer: sends posted to it */
     struct coll_match *match;     /* messages set aside (engine) */
     double last_progress;         /* when an operation last moved */
+    unsigned long unblocks;       /* stalls that set messages aside
+                                     (coll_match_unblock; dumps) */
+    double unblock_at;            /* last_progress at the last one */
     coll_sched_t *inline_s;       /* a blocking call running through the
                                      shared area in its caller's thread,
                                      without a request (engine) */

@@ -28,6 +28,9 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
             c->error == RCOLL_OK ? "" : "");
     if (c->error != RCOLL_OK)
         fprintf(f, "rcoll:   error: %s\n", c->errmsg);
+    if (c->unblocks)
+        fprintf(f, "rcoll:   stalls that set messages aside: %lu\n",
+                c->unblocks);
     for (int i = 0; i < c->ntls; i++) {
         int peers = 0;
         for (int p = 0; p < c->nranks; p++)

@@ -109,7 +109,8 @@ void rcoll__comm_wake(struct rcoll_comm *c)
  * rcoll_wait or rcoll_test reports the result, and its memory may be
  * freed. The engine's holder, without c->lock: a transport may report a
  * failure from here, which takes the lock (tl_peer_failed). */
-static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r)
+static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r,
+                           const char *why)
 {
     coll_sched_t *s = &r->sched;
     r->released = 1;
@@ -117,7 +118,7 @@ static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r)
         return;
     coll_sched_unplace(s, &c->env);
     for (int i = 0; s->sends_inflight > 0 && i < c->ntls; i++)
-        c->tls[i]->send_revoke(c->tl_ctxs[i], s);
+        c->tls[i]->send_revoke(c->tl_ctxs[i], s, why);
     if (s->sends_inflight > 0) /* a transport broke its contract */
         rcoll_warn("rank %d: %s #%llu: %d sends still held by a transport "
                    "after send_revoke", c->rank, coll_kind_name(s->kind),
@@ -155,8 +156,10 @@ void rcoll__comm_fail_all(struct rcoll_comm *c, rcoll_status_t st, const char *m
         if (!r->released) {
             /* only the engine's holder (us) completes requests: r stays
              * the head while the lock is dropped */
+            char why[1024];
+            snprintf(why, sizeof(why), "%s", msg ? msg : c->errmsg);
             pthread_mutex_unlock(&c->lock);
-            req_release_tl(c, r);
+            req_release_tl(c, r, why);
             pthread_mutex_lock(&c->lock);
             continue;
         }
@@ -255,7 +258,7 @@ static void engine_complete(struct rcoll_comm *c, struct rcoll_request *r,
     msg[0] = '\0';
     if (st != RCOLL_OK) /* not on the fast path */
         snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
-    req_release_tl(c, r);
+    req_release_tl(c, r, msg);
     pthread_mutex_lock(&c->lock);
     if (st != RCOLL_OK && st != RCOLL_ERR_TRUNCATED)
         rcoll__comm_set_error_locked(c, st, msg);
@@ -334,10 +337,29 @@ static int engine_unstick(struct rcoll_comm *c, int ms, int any)
 {
     int found = 0;
     coll_area_flush(c->env.area);
+    int k;
     if (ms > 0 && any &&
         rcoll_time_sec() - c->last_progress >= RCOLL_MIN(0.1, c->timeout / 4) &&
-        coll_match_unblock(&c->env) > 0)
+        (k = coll_match_unblock(&c->env)) > 0) {
         found = 1;
+        if (c->unblock_at != c->last_progress) { /* a new stall */
+            c->unblock_at = c->last_progress;
+            c->unblocks++;
+            if (rcoll__log_level >= RCOLL_LOG_DEBUG) {
+                pthread_mutex_lock(&c->lock);
+                struct rcoll_request *r = rcoll__comm_stalled_req(c);
+                rcoll_debug(RCOLL_SUBSYS_COLL, "rank %d: no progress for "
+                            "%.0f ms (%s #%llu waits for rank %d): set "
+                            "aside %d messages that held their senders' "
+                            "credits", c->rank,
+                            RCOLL_MIN(0.1, c->timeout / 4) * 1e3,
+                            r ? coll_kind_name(r->sched.kind) : "-",
+                            r ? (unsigned long long)r->sched.seq : 0,
+                            r ? r->sched.waiting_peer : -1, k);
+                pthread_mutex_unlock(&c->lock);
+            }
+        }
+    }
     if (!found)
         for (int i = 0; i < c->ntls; i++)
             if (c->tls[i]->idle && c->tls[i]->idle(c->tl_ctxs[i]) > 0)

@@ -102,9 +102,12 @@ typedef struct rcoll_tl_ops {
      * the payload buffer may be reused); RCOLL_INPROGRESS: no credit now,
      * call again later; error: link down. flags: RCOLL_TL_PEER_COPIES if
      * the receiver will only copy the payload (not reduce it), so a
-     * transport may let it read straight from our buffer. */
+     * transport may let it read straight from our buffer. xfer: the bytes
+     * of the whole transfer the message belongs to (a transport may pick
+     * its path by it). */
     rcoll_status_t (*send)(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t *hdr,
-                           const void *payload, void *cookie, int flags);
+                           const void *payload, void *cookie, int flags,
+                           size_t xfer);
     /* The next message from this peer, if arrived: RCOLL_OK and pointers
      * into the slot (valid until recv_release); RCOLL_INPROGRESS if none
      * yet; an error if the peer is gone. *payload is NULL when the data is
@@ -171,8 +174,9 @@ typedef struct rcoll_tl_ops {
      * completes at the peer), or revoke it so that a peer reading it at
      * that moment fails the receive; a peer never completes a receive
      * with bytes read from that memory after this call. Bounded in time.
-     * Required. */
-    void (*send_revoke)(rcoll_tl_ctx_t *ctx, void *cookie);
+     * why: the operation's error, for a peer that finds the message
+     * withdrawn. Required. */
+    void (*send_revoke)(rcoll_tl_ctx_t *ctx, void *cookie, const char *why);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
     /* For rcoll-info -m: the bytes this rank allocates per peer it serves

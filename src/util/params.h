@@ -35,6 +35,7 @@ typedef struct {
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */
+    size_t shm_cma_max;         /* and for transfers up to this size */
     int shm_cma_all;            /* also for chunks the receiver reduces */
     size_t shm_area;            /* shared-area buffer bytes (coll/area.c) */
     size_t shm_area_max;        /* largest input that takes the area */

@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * freed, i.e. when the tail passes it) */
             int flags = data[off + 1] & 0x80 ? RCOLL_TL_PEER_COPIES : 0;
             rcoll_status_t st = shm_send((rcoll_tl_ep_t *)&ep, &h, payload,
-                                         &cookies, flags);
+                                         &cookies, flags, h.len);
             if (st == RCOLL_OK)
                 sends++;
             break;

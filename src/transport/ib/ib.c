@@ -1062,8 +1062,10 @@ static int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
 }
 
 static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                              const void *payload, void *cookie, int flags)
+                              const void *payload, void *cookie, int flags,
+                              size_t xfer)
 {
+    (void)xfer;
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     ib_qp_t *q = &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
@@ -1212,8 +1214,10 @@ static int ib_qp_holds(const ib_qp_t *q, const void *cookie)
  * work requests (the NIC reads nothing more of them), and fails its
  * peer. Sends from staging hold nothing of the caller's. */
 #define IB_REVOKE_WAIT 1.0
-static void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+static void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                           const char *why)
 {
+    (void)why; /* a stopped queue pair fails its peer; the abort says why */
     double wait = RCOLL_MIN(IB_REVOKE_WAIT, ctx->p.timeout);
     double stop_at = rcoll_time_sec() + wait, give_up = stop_at + wait;
     for (;;) {
@@ -1282,7 +1286,7 @@ static int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     rcoll_msg_hdr_t h = {.kind = IB_KIND_PLACE, .len = sizeof(m)};
     char buf[sizeof(m)];
     memcpy(buf, &m, sizeof(m));
-    if (ib_send(tep, &h, buf, NULL, 0) != RCOLL_OK) {
+    if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
         /* no credit now (or the link failed: the next call says so) */
         ibv_dereg_mr(mr);
         return 0;

@@ -140,6 +140,7 @@ struct rcoll_tl_ctx {
     shm_seg_hdr_t *hdr;
     size_t slot_size;
     size_t cma_min;             /* single copy from this many bytes */
+    size_t cma_max;             /* and for transfers up to this many */
     size_t rndv_min;            /* whole transfers from this many bytes */
     char *bounce;               /* SHM_BOUNCE bytes: misaligned reads */
     shm_ep_t **eps;             /* by rank; NULL if not ours */
@@ -347,7 +348,8 @@ static void shm_tx_complete(shm_ep_t *ep)
 }
 
 static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                               const void *payload, void *cookie, int flags)
+                               const void *payload, void *cookie, int flags,
+                               size_t xfer)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
@@ -369,10 +371,13 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     }
     char *slot = ep->tx_slots + (ep->tx_head % ns) * ctx->slot_size;
     shm_slot_hdr_t *sh = (shm_slot_hdr_t *)slot;
-    /* large data the peer only copies: let it read our buffer (one copy
-     * instead of two); the send is done when it frees the slot */
+    /* large data the peer only copies, in transfers up to cma_max: let
+     * it read our buffer (one copy instead of two; past cma_max the two
+     * copies through a ring that stays in cache measured faster); the
+     * send is done when it frees the slot */
     int single = ep->cma_tx &&
                  ((ctx->cma_min && hdr->len >= ctx->cma_min &&
+                   xfer <= ctx->cma_max &&
                    ((flags & RCOLL_TL_PEER_COPIES) ||
                     rcoll_config.shm_cma_all)) ||
                   hdr->len > ctx->p.chunk_size ||
@@ -440,6 +445,29 @@ static rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     return RCOLL_OK;
 }
 
+/* 1 if the sender withdrew the single-copy message in this slot */
+static int shm_withdrawn(const char *slot)
+{
+    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
+    return __atomic_load_n(&sh->revoked, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A receive of a withdrawn message (or one from a sender gone) fails with
+ * the sender's reason: its operation's error, or its abort's. */
+static rcoll_status_t shm_withdrawn_error(shm_ep_t *ep, size_t len)
+{
+    if (ep->failed)
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+    char reason[SHM_REASON_MAX];
+    memcpy(reason, ep->peer_hdr->reason, sizeof(reason));
+    reason[sizeof(reason) - 1] = '\0';
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: rank %d (pid %d) "
+                            "withdrew a %zu-byte message while it was read: "
+                            "its operation failed%s%s", ep->peer,
+                            (int)ep->pid, len, reason[0] ? ": " : "",
+                            reason);
+}
+
 /* The peeked message's payload to dst: from the slot, or straight out of
  * the sender's memory (process_vm_readv). */
 static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
@@ -479,7 +507,11 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
             int err = n < 0 ? errno : EIO;
             if (err == EINTR)
                 continue;
+            /* a sender whose operation failed may have withdrawn it and
+             * taken its memory back, or died: say that, with its reason */
             shm_ep_check(ep);
+            if (shm_withdrawn(slot) || ep->failed)
+                return shm_withdrawn_error(ep, len);
             return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: reading %zu "
                                     "bytes from rank %d (pid %d): %s",
                                     len - got, ep->peer, (int)ep->pid,
@@ -491,13 +523,8 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
      * revocation (a seq_cst store, then its caller's writes) comes after
      * our reads if we do not see it here: a seqlock reader's check. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
-    if (__atomic_load_n(&sh->revoked, __ATOMIC_ACQUIRE))
-        return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: rank %d (pid %d) "
-                                "withdrew a %zu-byte message while it was "
-                                "read: its operation failed and the caller "
-                                "took its buffer back", ep->peer,
-                                (int)ep->pid, len);
+    if (shm_withdrawn(slot))
+        return shm_withdrawn_error(ep, len);
     return RCOLL_OK;
 }
 
@@ -505,10 +532,11 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
  * send_revoke): each slot that still points into its memory is marked
  * revoked, so that a receiver reading it now fails the receive instead of
  * taking bytes its caller may rewrite from here on. */
-static void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+static void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                            const char *why)
 {
     uint64_t ns = (uint64_t)ctx->p.nslots;
-    int any = 0;
+    int any = 0, told = 0;
     for (int i = 0; i < ctx->p.nranks; i++) {
         shm_ep_t *ep = ctx->eps[i];
         for (uint64_t k = ep ? ep->tx_done : 0; ep && k < ep->tx_head; k++) {
@@ -516,6 +544,11 @@ static void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
                 continue;
             shm_slot_hdr_t *sh =
                 (shm_slot_hdr_t *)(ep->tx_slots + (k % ns) * ctx->slot_size);
+            if (!told++ && why && !ctx->hdr->reason[0]) {
+                /* why, for the peer that finds the mark (before it) */
+                snprintf(ctx->hdr->reason, SHM_REASON_MAX, "%s", why);
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            }
             __atomic_store_n(&sh->revoked, 1, __ATOMIC_SEQ_CST);
             ep->tx_cookie[k % ns] = NULL;
             ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
@@ -769,6 +802,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     }
     ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
     ctx->cma_min = rcoll_config.shm_cma_min;
+    ctx->cma_max = rcoll_config.shm_cma_max;
     ctx->rndv_min = rcoll_config.shm_rndv_min;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));

@@ -425,9 +425,11 @@ static void tcp_sock_write(tcp_sock_t *s)
 }
 
 static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                               const void *payload, void *cookie, int flags)
+                               const void *payload, void *cookie, int flags,
+                               size_t xfer)
 {
     (void)flags; /* the payload is copied onto the wire anyway */
+    (void)xfer;
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
     if (ep->failed || s->ended)
@@ -500,8 +502,10 @@ static void tcp_sock_revoke(tcp_sock_t *s, void *cookie)
     s->txq_count = kept;
 }
 
-static void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie)
+static void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                            const char *why)
 {
+    (void)why; /* what is dropped never arrives: the abort says why */
     for (int i = 0; i < ctx->p.nranks; i++)
         for (int k = 0; ctx->eps[i] && k < ctx->nsocks; k++)
             tcp_sock_revoke(&ctx->eps[i]->socks[k], cookie);
