@@ -44,6 +44,8 @@ t "unit: reduce kernels, RCOLL_SIMD=0" 60 env RCOLL_SIMD=0 "$B/tests/test_reduce
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
 t "layers: no two files of src/ call each other (scripts/check-calls.py)" 60 \
     python3 "$S/scripts/check-calls.py" "$B"
+t "dist: every source file git tracks is named in Makefile.am" 30 \
+    sh "$S/scripts/check-dist-list.sh" "$S"
 t "unit: tcp credits across EAGAIN, ring streams (smallest and deepest window), windows, matcher unblock" 60 "$B/tests/test_transport"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 # (each command's own status is checked, not a pipeline's last one; a
