@@ -42,6 +42,8 @@ t "unit: reduce kernels"          60 "$B/tests/test_reduce"
 # the portable kernels where the CPU has vector ones (16-bit floats)
 t "unit: reduce kernels, RCOLL_SIMD=0" 60 env RCOLL_SIMD=0 "$B/tests/test_reduce"
 t "unit: parsers and schedules"   60 "$B/tests/test_units"
+t "rcache: registrations reused, never after free/munmap/DONTNEED, bounded (memory monitor)" 60 \
+    "$B/tests/test_rcache" unit
 t "layers: no two files of src/ call each other (scripts/check-calls.py)" 60 \
     python3 "$S/scripts/check-calls.py" "$B"
 t "dist: every source file git tracks is named in Makefile.am" 30 \

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "coll/sched.h"
 #include "cuda/rcuda.h"
+#include "proto/memmon.h"
 #include "transport/transport.h"
 #include "util/params.h"
 #include <stdio.h>
@@ -79,6 +80,16 @@ static void transports(void)
         if (u && t->describe)
             t->describe(stdout);
     }
+    /* the registration caches (ib): kept only where freed memory is seen */
+    char why[200] = "";
+    int mon = rcoll_memmon_available(why, sizeof(why));
+    printf("registration cache: %s, up to %zu bytes kept per device and "
+           "communicator (RCOLL_RCACHE_MAX); ib sends from %zu bytes go "
+           "zero-copy (RCOLL_IB_ZCOPY_MIN)%s%s\n",
+           mon ? "on (userfaultfd sees freed and unmapped memory)"
+               : "off: every use registers",
+           rcoll_config.rcache_max, rcoll_config.ib_zcopy_min,
+           mon ? "" : "; no monitor: ", why);
 }
 
 static void algorithms(void)

@@ -307,6 +307,16 @@ static const param_t params[] = {
       "touches (point to point, pairwise all-to-all, direct gather and "
       "scatter) register it and the sender RDMA-writes the data straight "
       "into it, not into a slot; 0: never (each one costs an ibv_reg_mr)"),
+    P("IB_ZCOPY_MIN", "64K", "size", ib_zcopy_min, size,
+      "ib messages of at least this many bytes are sent from the caller's "
+      "buffer (the NIC reads it through a cached registration, no staging "
+      "copy); 0: always through staging"),
+    P("RCACHE_MAX", "1G", "size", rcache_max, size,
+      "bytes of buffers a registration cache (one per RDMA device and "
+      "communicator) keeps registered while unused; the least recently used "
+      "go first. A buffer freed or unmapped is never used through its old "
+      "registration (a userfaultfd monitor sees it go; without one, "
+      "nothing is kept: rcoll-info -t says which)"),
     P("HOSTID", "", "string", hostid, string,
       "overrides this process's host identity: ranks with the same value "
       "are on one host (shared memory between them, one block of the ring "

@@ -53,6 +53,8 @@ typedef struct {
     const char *ib_imm;         /* auto | 1 | 0 */
     size_t ib_inline;           /* inline sends up to this many bytes */
     size_t ib_place_min;        /* receives in place (RDMA) from this */
+    size_t ib_zcopy_min;        /* sends from the caller's buffer from this */
+    size_t rcache_max;          /* bytes the registration caches keep */
     /* topology (src/topo; read by rcoll-topo in this release) */
     const char *topo_file;      /* hwloc XML */
     const char *topo_dump_file; /* write the topology in use here */

@@ -40,6 +40,7 @@
  * freed and its address reused. */
 #include "transport/transport.h"
 #include "transport/slots.h"
+#include "proto/rcache.h"
 #include "util/params.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -121,6 +122,8 @@ typedef struct {
     uint64_t tx_seq;          /* data messages posted (remote slot = % n) */
     uint64_t tx_done;         /* data messages completed (staging free) */
     void **tx_cookie;         /* by slot: a zero-copy send's cookie */
+    rcoll_rcache_entry_t **tx_rent; /* by slot: the cached registration a
+                                 zero-copy send reads through */
     int sq_free;              /* send queue entries */
     int cq_out;               /* its work requests not completed yet (each
                                  takes an entry of the CQ until polled) */
@@ -144,6 +147,7 @@ struct ib_ep {
     struct {
         rcoll_tl_place_t pl;
         struct ibv_mr *mr;
+        rcoll_rcache_entry_t *rent; /* its registration (the cache's) */
         size_t landed;
     } place[IB_NPLACE];
     int nplace;
@@ -190,6 +194,9 @@ struct rcoll_tl_ctx {
     struct ib_ureg **regs;
     int nregs, regs_cap;
     uint64_t n_sent, n_zcopy, n_placed;
+    /* buffers registered on use and kept (proto/rcache.c): receives in
+     * place, zero-copy sends */
+    rcoll_rcache_t *rcache;
 };
 
 typedef struct ib_ureg {
@@ -410,6 +417,21 @@ static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
     return NULL;
 }
 
+/* the registration cache's (receives in place, zero-copy sends): local
+ * and remote write, so that one registration serves both */
+static void *ib_rc_reg(void *arg, void *addr, size_t len)
+{
+    return ib_reg(arg, addr, len,
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                  "a buffer (registration cache)");
+}
+
+static void ib_rc_dereg(void *arg, void *h)
+{
+    (void)arg;
+    ibv_dereg_mr(h);
+}
+
 /* ---- failures ---- */
 
 static void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
@@ -623,8 +645,13 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
 static void ib_tx_completed(ib_qp_t *q)
 {
     struct rcoll_tl_ctx *ctx = q->ep->ctx;
-    void **c = &q->tx_cookie[q->tx_done % (uint64_t)ctx->p.nslots];
+    uint64_t slot = q->tx_done % (uint64_t)ctx->p.nslots;
+    void **c = &q->tx_cookie[slot];
     q->tx_done++;
+    if (q->tx_rent[slot]) {
+        rcoll_rcache_put(ctx->rcache, q->tx_rent[slot]);
+        q->tx_rent[slot] = NULL;
+    }
     if (*c) {
         void *cookie = *c;
         *c = NULL;
@@ -1103,8 +1130,18 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     memset(wr, 0, sizeof(wr));
     int inl = rp < 0 && len <= ctx->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
+    rcoll_rcache_entry_t *rent = NULL;
     if (!inl && hdr->len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, hdr->len);
+    if (!inl && !ukey && ctx->rcache && rcoll_config.ib_zcopy_min &&
+        hdr->len >= rcoll_config.ib_zcopy_min) {
+        /* large: the NIC reads the caller's buffer through a cached
+         * registration (a failure leaves it to the staging copy) */
+        void *h;
+        if ((rent = rcoll_rcache_get(ctx->rcache, (void *)payload, hdr->len,
+                                     &h)))
+            ukey = ((struct ibv_mr *)h)->lkey;
+    }
     if (rp >= 0) {
         /* the payload straight into the peer's destination (from the
          * user's registered memory, else from staging), then the header
@@ -1175,6 +1212,7 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     m = rp >= 0 ? &wr[2] : &wr[0];
     int rc = ibv_post_send(q->qp, m, &bad);
     if (rc != 0) {
+        rcoll_rcache_put(ctx->rcache, rent);
         ib_ep_fail(ep, "ibv_post_send on queue pair %d: %s", q->idx,
                    strerror(rc));
         return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
@@ -1189,6 +1227,7 @@ static rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     if (ukey) {
         /* done when the NIC has read it: at the completion */
         q->tx_cookie[slot] = cookie;
+        q->tx_rent[slot] = rent;
         ctx->n_zcopy++;
     } else if (cookie) {
         /* the payload was copied (staging or inline): the buffer is free */
@@ -1256,6 +1295,8 @@ static void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                            "pair", ctx->p.rank, ctx->devname, q->ep->peer,
                            wait);
                 q->tx_cookie[k % ns] = NULL;
+                if (q->tx_rent[k % ns])
+                    rcoll_rcache_invalidate(ctx->rcache, q->tx_rent[k % ns]);
                 ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
             }
     }
@@ -1270,15 +1311,16 @@ static int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
         ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
         return 0;
-    struct ibv_mr *mr = ibv_reg_mr(ctx->pd, pl->dst, pl->bytes,
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                   IBV_ACCESS_REMOTE_WRITE);
-    if (!mr) {
+    void *mrh;
+    rcoll_rcache_entry_t *rent =
+        rcoll_rcache_get(ctx->rcache, pl->dst, pl->bytes, &mrh);
+    if (!rent) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: cannot register %zu bytes for a "
                     "receive in place from rank %d (%s): through the slots",
-                    pl->bytes, ep->peer, strerror(errno));
+                    pl->bytes, ep->peer, rcoll_last_error());
         return 0;
     }
+    struct ibv_mr *mr = mrh;
     ib_place_msg_t m = {.seq = pl->seq, .total = pl->total,
                         .chunk = pl->chunk, .addr = (uintptr_t)pl->dst,
                         .bytes = pl->bytes, .kind = pl->kind,
@@ -1288,11 +1330,12 @@ static int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     memcpy(buf, &m, sizeof(m));
     if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
         /* no credit now (or the link failed: the next call says so) */
-        ibv_dereg_mr(mr);
+        rcoll_rcache_put(ctx->rcache, rent);
         return 0;
     }
     ep->place[ep->nplace].pl = *pl;
     ep->place[ep->nplace].mr = mr;
+    ep->place[ep->nplace].rent = rent;
     ep->place[ep->nplace++].landed = 0;
     return 1;
 }
@@ -1308,9 +1351,13 @@ static void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
                     "(message %llu, transfer %u) landed in place",
                     ep->place[i].landed, pl->bytes, ep->peer,
                     (unsigned long long)pl->seq, pl->step);
-        /* a write still to come (a failed operation's) now fails on the
-         * peer's queue pair, not in memory that may be freed */
-        ibv_dereg_mr(ep->place[i].mr);
+        /* All of it landed: the registration stays cached for the
+         * buffer's next use. Else (a failed operation's) it goes: a write
+         * still to come then fails on the peer's queue pair, not in
+         * memory that is the caller's again. */
+        if (ep->place[i].landed < pl->bytes)
+            rcoll_rcache_invalidate(ep->ctx->rcache, ep->place[i].rent);
+        rcoll_rcache_put(ep->ctx->rcache, ep->place[i].rent);
         ep->place[i] = ep->place[--ep->nplace];
         return;
     }
@@ -1400,6 +1447,7 @@ static rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
         posix_memalign((void **)&q->tx, 4096, ctx->ring_bytes) ||
         !(q->rbuf = calloc((size_t)q->nrecv, sizeof(uint32_t))) ||
         !(q->tx_cookie = calloc((size_t)ctx->p.nslots, sizeof(void *))) ||
+        !(q->tx_rent = calloc((size_t)ctx->p.nslots, sizeof(*q->tx_rent))) ||
         !(q->rx_flag = calloc((size_t)ctx->p.nslots, 1)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory for "
                                 "%zu-byte rings", ctx->ring_bytes);
@@ -1982,6 +2030,13 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
                               strerror(errno));
         goto err;
     }
+    static const rcoll_rcache_ops_t rc_ops = {.reg = ib_rc_reg,
+                                              .dereg = ib_rc_dereg};
+    if (!(ctx->rcache = rcoll_rcache_create(&rc_ops, ctx,
+                                            rcoll_config.rcache_max))) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        goto err;
+    }
     const uint8_t *use = p->pairs + (size_t)r * (size_t)n;
     int npeers = 0;
     for (int i = 0; i < n; i++)
@@ -2236,18 +2291,34 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         free(q->tx);
         free(q->rbuf);
         free(q->tx_cookie);
+        for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
+            rcoll_rcache_put(ctx->rcache, q->tx_rent[k]);
+        free(q->tx_rent);
         free(q->rx_flag);
     }
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
         if (ctx->eps[i]) {
             for (int k = 0; k < ctx->eps[i]->nplace; k++)
-                ibv_dereg_mr(ctx->eps[i]->place[k].mr); /* not unposted */
+                rcoll_rcache_put(ctx->rcache, /* not unposted */
+                                 ctx->eps[i]->place[k].rent);
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
         }
     /* the core deregisters first; any left would keep the PD busy */
     while (ctx->nregs > 0)
         ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
+    if (ctx->rcache) {
+        rcoll_rcache_stats_t rs;
+        rcoll_rcache_stats(ctx->rcache, &rs);
+        if (rs.hits + rs.misses)
+            rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
+                       "%lu hits, %lu misses, %lu invalidated by the memory "
+                       "monitor, %lu evicted, %zu bytes pinned at most%s",
+                       ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
+                       rs.evictions, rs.pinned_peak,
+                       rs.monitored ? "" : " (no monitor: nothing kept)");
+        rcoll_rcache_destroy(ctx->rcache);
+    }
     if (ctx->cq) /* its events were acked as they came */
         ibv_destroy_cq(ctx->cq);
     if (ctx->cch)
