@@ -233,6 +233,8 @@ done
 t "security: strangers at the root are dropped, job undisturbed" 120 bash "$S/tests/faults/run.sh" "$B" strangers
 t "launch: mpirun -np 4 rcoll-perf" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN"
 t "launch: mpirun -np 5 test_p2p and test_coll (new collectives)" 300 sh "$S/tests/test_mpirun.sh" "$B" "$MPIRUN" p2p
+t "mpi: unmodified MPI programs on rcoll through LD_PRELOAD=librcoll-mpi.so (C, mpi4py; 2-5 ranks)" 300 \
+    sh "$S/tests/test_mpi_preload.sh" "$B" "$MPIRUN"
 for coll in allreduce reduce_scatter reduce allgather broadcast; do
     t "perf: rcoll-perf $coll, all types/ops" 300 "$RUN" -n 3 "$B/benchmarks/rcoll-perf" \
         $coll -b 8 -e 1M -f 8 -d all -o all -n 2 -w 1 -c 1 -r 1

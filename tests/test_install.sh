@@ -34,3 +34,15 @@ cc $(pkg-config --cflags rcoll) -Wall -Werror -std=c99 "$d/hello.c" -o "$d/hello
 # only the public API is exported
 nm -D --defined-only "$d/root$libdir/librcoll.so" | awk '{print $3}' | grep -v '^rcoll_' && { echo "non-API symbols exported"; exit 1; }
 LD_LIBRARY_PATH="$d/root$libdir" "$B/tools/rcoll-run" -n 2 "$d/hello"
+rc=$?
+[ $rc -eq 0 ] || exit $rc
+# librcoll-mpi.so, where an MPI was found, sits next to librcoll.so and
+# exports MPI_/PMPI_ entry points (and nothing of rcoll's internals)
+if [ -f "$B/.libs/librcoll-mpi.so" ]; then
+    m="$d/root$libdir/librcoll-mpi.so"
+    [ -f "$m" ] || { echo "librcoll-mpi.so not installed in $libdir"; exit 1; }
+    nm -D --defined-only "$m" | awk '{print $3}' | grep -Ev '^P?MPI_' &&
+        { echo "librcoll-mpi.so exports more than MPI_/PMPI_ symbols"; exit 1; }
+    echo "librcoll-mpi.so: $(nm -D --defined-only "$m" | grep -c ' T PMPI_') PMPI_ entry points"
+fi
+exit 0

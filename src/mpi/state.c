@@ -1,0 +1,194 @@
+/* librcoll-mpi: the MPI beneath, the settings, an rcoll communicator per
+ * MPI communicator, errors, MPI_Finalize.
+ *
+ * An rcoll communicator is made on a communicator's first blocking
+ * collective that runs on rcoll (every rank reaches it in the same order,
+ * so the rendezvous id can travel by the MPI's own broadcast) and kept as
+ * an attribute: MPI_Comm_dup and split do not inherit it (they get their
+ * own on first use), MPI_Comm_free destroys it. Whether it exists is the
+ * same on every rank - making it ends with an agreement - so a
+ * non-blocking call on a communicator without one goes to MPI everywhere.
+ * (What the library prints and its MPI error codes: errors.c.) */
+#define _GNU_SOURCE
+#include "shim.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+shim_real_t shim_real;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int keyval = MPI_KEYVAL_INVALID;
+static int enabled[SHIM_NCALLS];
+static int finalized;
+static shim_comm_t *all;
+
+static const char *const call_names[SHIM_NCALLS] = {
+    "allreduce", "allgather", "bcast", "reduce", "reduce_scatter_block",
+    "reduce_scatter", "alltoall", "alltoallv", "gather", "scatter",
+    "barrier"
+};
+
+static void *next_sym(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        fprintf(stderr, "rcoll-mpi: %s not found below librcoll-mpi "
+                "(is it preloaded into an MPI program?)\n", name);
+        abort();
+    }
+    return f;
+}
+
+/* RCOLL_MPI_COLLS: a comma-separated list of call names (the blocking
+ * name covers the non-blocking form), "all" (the default) or "none". */
+static void parse_colls(const char *s)
+{
+    for (int i = 0; i < SHIM_NCALLS; i++)
+        enabled[i] = !s || !*s || !strcmp(s, "all");
+    if (!s || !*s || !strcmp(s, "all") || !strcmp(s, "none"))
+        return;
+    char *copy = strdup(s), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int i = 0; i < SHIM_NCALLS; i++)
+            if (!strcmp(t, call_names[i]))
+                enabled[i] = found = 1;
+        if (!found)
+            fprintf(stderr, "rcoll-mpi: RCOLL_MPI_COLLS names '%s', which "
+                    "is not one of the calls it can take over; ignored\n", t);
+    }
+    free(copy);
+}
+
+static void resolve(void)
+{
+#define R(n) *(void **)&shim_real.n = next_sym("PMPI_" #n)
+    R(Allreduce); R(Allgather); R(Bcast); R(Reduce);
+    R(Reduce_scatter_block); R(Reduce_scatter); R(Alltoall); R(Alltoallv);
+    R(Gather); R(Scatter); R(Barrier); R(Iallreduce); R(Iallgather);
+    R(Ibcast); R(Ireduce); R(Ireduce_scatter_block); R(Ireduce_scatter);
+    R(Ialltoall); R(Ialltoallv); R(Igather); R(Iscatter); R(Ibarrier);
+    R(Finalize);
+#undef R
+    /* the settings of this library (the library's own are in rcoll-info -c;
+     * these two are read here because it sits above the public API) */
+    parse_colls(getenv("RCOLL_MPI_COLLS"));
+    const char *v = getenv("RCOLL_MPI_VERBOSE");
+    shim_log_init(v && *v && strcmp(v, "0"));
+}
+
+void shim_init(void)
+{
+    pthread_once(&once, resolve);
+}
+
+/* ---- the rcoll communicator of an MPI communicator ---- */
+
+static int attr_delete(MPI_Comm comm, int kv, void *val, void *extra)
+{
+    (void)comm; (void)kv; (void)extra;
+    shim_comm_t *sc = val;
+    pthread_mutex_lock(&lock);
+    for (shim_comm_t **p = &all; *p; p = &(*p)->next)
+        if (*p == sc) {
+            *p = sc->next;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (sc->rc) {
+        shim_nb_drain(sc);
+        rcoll_comm_destroy(sc->rc);
+    }
+    free(sc);
+    return MPI_SUCCESS;
+}
+
+/* Makes the rcoll communicator (all ranks of comm, collectively): rank 0
+ * makes the id, the MPI broadcasts it, all join, and an MPI all-reduce
+ * agrees whether every rank did; if one did not, none uses it. */
+static void comm_make(shim_comm_t *sc, MPI_Comm comm)
+{
+    struct { int st; rcoll_unique_id_t id; } m;
+    memset(&m, 0, sizeof(m));
+    if (sc->rank == 0)
+        m.st = rcoll_get_unique_id(&m.id);
+    shim_real.Bcast(&m, sizeof(m), MPI_BYTE, 0, comm);
+    int ok = 0;
+    rcoll_comm_t rc = NULL;
+    if (m.st == RCOLL_OK)
+        ok = rcoll_comm_init_rank(&rc, sc->size, &m.id, sc->rank) == RCOLL_OK;
+    if (!ok)
+        fprintf(stderr, "rcoll-mpi: rank %d of a communicator of %d: no "
+                "rcoll communicator (%s); its collectives stay with MPI\n",
+                sc->rank, sc->size, rcoll_last_error());
+    int all_ok = 0;
+    shim_real.Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (all_ok)
+        sc->rc = rc;
+    else if (rc)
+        rcoll_comm_abort(rc);
+}
+
+shim_comm_t *shim_take(int which, MPI_Comm comm, int may_make)
+{
+    shim_init();
+    if (!enabled[which] || finalized || comm == MPI_COMM_NULL)
+        return NULL;
+    if (keyval == MPI_KEYVAL_INVALID) {
+        pthread_mutex_lock(&lock);
+        if (keyval == MPI_KEYVAL_INVALID)
+            PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, attr_delete,
+                                    &keyval, NULL);
+        pthread_mutex_unlock(&lock);
+    }
+    shim_comm_t *sc = NULL;
+    int flag = 0;
+    PMPI_Comm_get_attr(comm, keyval, &sc, &flag);
+    if (flag)
+        return sc->rc ? sc : NULL;
+    if (!may_make)
+        return NULL;
+    sc = calloc(1, sizeof(*sc));
+    if (!sc)
+        return NULL;
+    sc->mpi = comm;
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_rank(comm, &sc->rank);
+    PMPI_Comm_size(comm, &sc->size);
+    /* intercommunicators and one rank stay with MPI (the same on all) */
+    if (!inter && sc->size > 1)
+        comm_make(sc, comm);
+    PMPI_Comm_set_attr(comm, keyval, sc);
+    pthread_mutex_lock(&lock);
+    sc->next = all;
+    all = sc;
+    pthread_mutex_unlock(&lock);
+    return sc->rc ? sc : NULL;
+}
+
+/* ---- MPI_Finalize ---- */
+
+SHIM_API int PMPI_Finalize(void)
+{
+    shim_init();
+    shim_nb_stop();
+    pthread_mutex_lock(&lock);
+    finalized = 1;
+    /* the communicators' attributes are deleted by the MPI (MPI_Comm_free,
+     * or finalize for the predefined ones); the rcoll side ends here */
+    for (shim_comm_t *sc = all; sc; sc = sc->next)
+        if (sc->rc) {
+            rcoll_comm_destroy(sc->rc);
+            sc->rc = NULL;
+        }
+    pthread_mutex_unlock(&lock);
+    return shim_real.Finalize();
+}
+
+SHIM_API int MPI_Finalize(void) __attribute__((alias("PMPI_Finalize")));
