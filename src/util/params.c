@@ -246,15 +246,16 @@ static const param_t params[] = {
       "receive slots (and so credits) per connection (at least 1; tcp: "
       "16x as many, up to 1024 in small communicators, at most this many "
       "holding a message over 4 KiB, or over 16 KiB up to 5 ranks)"),
-    P("SHM_CMA_MIN", "64K", "size", shm_cma_min, size,
+    P("SHM_CMA_MIN", "0", "size", shm_cma_min, size,
       "shm messages of at least this many bytes that the receiver only "
       "copies (all-gather, broadcast, all-to-all chunks) are read straight "
       "out of the sender's memory (process_vm_readv: one copy instead of "
-      "two), in transfers up to RCOLL_SHM_CMA_MAX; 0 turns it off"),
+      "two), in transfers up to RCOLL_SHM_CMA_MAX; 0 (default): off, "
+      "whether it pays depends on the host (docs/design.md)"),
     P("SHM_CMA_MAX", "4M", "size", shm_cma_max, size,
       "the largest transfer (one step's bytes to one peer) whose messages "
       "RCOLL_SHM_CMA_MIN reads in one copy; past it the two copies through "
-      "the receive ring measured faster (docs/performance.md)"),
+      "the receive ring measured faster (docs/design.md)"),
     P("SHM_CMA_ALL", "0", "int", shm_cma_all, int,
       "1: single copy also for chunks the receiver reduces (it then fetches "
       "them into a bounce buffer first; slower, for tests)"),
