@@ -35,9 +35,7 @@ static int early(shim_comm_t *sc, shim_fin_t *fin, int rc)
 
 static size_t esize(MPI_Datatype dt)
 {
-    int s = 0;
-    PMPI_Type_size(dt, &s);
-    return (size_t)s;
+    return shim_type_size(dt);
 }
 
 #define NAME(b, i) (req ? i : b)
@@ -54,8 +52,14 @@ static int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
     int ok = count >= 0 && shim_red_type(dt, &rt) && shim_red_op(op, &ro);
     if (ok)
         sc = shim_take(SHIM_ALLREDUCE, comm, !req);
+    const char *why = ok ? "communicator" : "datatype or op";
+    if (sc && shim_handback(SHIM_ALLREDUCE, sc,
+                            (size_t)count * esize(dt))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", ok ? "communicator" : "datatype or op");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Iallreduce(sbuf, rbuf, count, dt, op, comm, req)
                    : shim_real.Allreduce(sbuf, rbuf, count, dt, op, comm);
     }
@@ -80,8 +84,14 @@ static int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
     int ok = count >= 0 && shim_red_type(dt, &rt) && shim_red_op(op, &ro);
     if (ok)
         sc = shim_take(SHIM_REDUCE, comm, !req);
+    const char *why = ok ? "communicator" : "datatype or op";
+    if (sc && shim_handback(SHIM_REDUCE, sc,
+                            (size_t)count * esize(dt))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", ok ? "communicator" : "datatype or op");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Ireduce(sbuf, rbuf, count, dt, op, root, comm, req)
                    : shim_real.Reduce(sbuf, rbuf, count, dt, op, root, comm);
     }
@@ -109,8 +119,14 @@ static int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     int ok = rcount >= 0 && shim_red_type(dt, &rt) && shim_red_op(op, &ro);
     if (ok)
         sc = shim_take(SHIM_REDUCE_SCATTER_BLOCK, comm, !req);
+    const char *why = ok ? "communicator" : "datatype or op";
+    if (sc && shim_handback(SHIM_REDUCE_SCATTER_BLOCK, sc,
+                            (size_t)rcount * esize(dt))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", ok ? "communicator" : "datatype or op");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Ireduce_scatter_block(sbuf, rbuf, rcount, dt,
                                                       op, comm, req)
                    : shim_real.Reduce_scatter_block(sbuf, rbuf, rcount, dt,
@@ -196,8 +212,14 @@ static int bcast(void *buf, int count, MPI_Datatype dt, int root,
 {
     const char *call = NAME("MPI_Bcast", "MPI_Ibcast");
     shim_comm_t *sc = count >= 0 ? shim_take(SHIM_BCAST, comm, !req) : NULL;
+    const char *why = "communicator";
+    if (sc && shim_handback(SHIM_BCAST, sc,
+                            (size_t)count * esize(dt))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", "communicator");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Ibcast(buf, count, dt, root, comm, req)
                    : shim_real.Bcast(buf, count, dt, root, comm);
     }
@@ -223,8 +245,14 @@ static int allgather(const void *sbuf, int scount, MPI_Datatype stype,
     const char *call = NAME("MPI_Allgather", "MPI_Iallgather");
     shim_comm_t *sc = rcount >= 0 ? shim_take(SHIM_ALLGATHER, comm, !req)
                                   : NULL;
+    const char *why = "communicator";
+    if (sc && shim_handback(SHIM_ALLGATHER, sc,
+                            (size_t)rcount * esize(rtype))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", "communicator");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Iallgather(sbuf, scount, stype, rbuf, rcount,
                                           rtype, comm, req)
                    : shim_real.Allgather(sbuf, scount, stype, rbuf, rcount,
@@ -262,8 +290,14 @@ static int alltoall(const void *sbuf, int scount, MPI_Datatype stype,
     shim_comm_t *sc = rcount >= 0 ? shim_take(SHIM_ALLTOALL, comm, !req)
                                   : NULL;
     int inplace = sbuf == MPI_IN_PLACE;
+    const char *why = "communicator";
+    if (sc && shim_handback(SHIM_ALLTOALL, sc,
+                            (size_t)rcount * esize(rtype))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", "communicator");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Ialltoall(sbuf, scount, stype, rbuf, rcount,
                                          rtype, comm, req)
                    : shim_real.Alltoall(sbuf, scount, stype, rbuf, rcount,
@@ -297,8 +331,15 @@ static int gather(const void *sbuf, int scount, MPI_Datatype stype,
 {
     const char *call = NAME("MPI_Gather", "MPI_Igather");
     shim_comm_t *sc = shim_take(SHIM_GATHER, comm, !req);
+    const char *why = "communicator";
+    if (sc && shim_handback(SHIM_GATHER, sc, sc->rank == root
+                            ? (size_t)rcount * esize(rtype)
+                            : (size_t)scount * esize(stype))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", "communicator");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Igather(sbuf, scount, stype, rbuf, rcount,
                                        rtype, root, comm, req)
                    : shim_real.Gather(sbuf, scount, stype, rbuf, rcount,
@@ -339,8 +380,15 @@ static int scatter(const void *sbuf, int scount, MPI_Datatype stype,
 {
     const char *call = NAME("MPI_Scatter", "MPI_Iscatter");
     shim_comm_t *sc = shim_take(SHIM_SCATTER, comm, !req);
+    const char *why = "communicator";
+    if (sc && shim_handback(SHIM_SCATTER, sc, sc->rank == root
+                            ? (size_t)scount * esize(stype)
+                            : (size_t)rcount * esize(rtype))) {
+        sc = NULL;
+        why = "size: the MPI measured faster";
+    }
     if (!sc) {
-        shim_say(call, 0, "mpi", "communicator");
+        shim_say(call, 0, "mpi", why);
         return req ? shim_real.Iscatter(sbuf, scount, stype, rbuf, rcount,
                                         rtype, root, comm, req)
                    : shim_real.Scatter(sbuf, scount, stype, rbuf, rcount,

@@ -82,6 +82,7 @@ typedef struct shim_comm {
     MPI_Comm mpi;
     int rank, size;
     int pending;            /* non-blocking operations not yet finished */
+    int one_host;           /* every rank on this host */
     struct shim_comm *next; /* every one made, for MPI_Finalize */
 } shim_comm_t;
 
@@ -91,6 +92,10 @@ void shim_init(void);
  * making it on first use when `may_make` (a blocking call: every rank
  * reaches it in the same order); NULL: forward to MPI. */
 shim_comm_t *shim_take(int which, MPI_Comm comm, int may_make);
+/* 1 if a call of `bytes` per rank goes back to the MPI on `sc`
+ * (RCOLL_MPI_HANDBACK: sizes where the MPI measured faster). */
+int shim_handback(int which, const shim_comm_t *sc, size_t bytes);
+
 /* ---- messages and errors (errors.c) ---- */
 
 /* Turns the per-call lines of shim_say on or off. */
@@ -150,6 +155,8 @@ int shim_view_in(const void *buf, size_t count, MPI_Datatype dt,
  * buffer's current contents (in-place operations). */
 int shim_view_out(void *buf, size_t count, MPI_Datatype dt, MPI_Comm comm,
                   int keep, shim_view_t *v, shim_fin_t *fin);
+/* Bytes of one element of dt. */
+size_t shim_type_size(MPI_Datatype dt);
 /* Bytes of one element of dt, and whether count elements are contiguous
  * (then *off is where the data starts, relative to buf). */
 int shim_contig(int count, MPI_Datatype dt, size_t *size, MPI_Aint *off);

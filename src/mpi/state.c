@@ -25,6 +25,14 @@ static int keyval = MPI_KEYVAL_INVALID;
 static int enabled[SHIM_NCALLS];
 static int finalized;
 static shim_comm_t *all;
+/* Each thread remembers the last communicator it looked up (an attribute
+ * lookup costs about as much as a small collective's own work); any
+ * attribute deletion bumps the generation, so a freed communicator whose
+ * handle is reused is never taken for the old one. */
+static unsigned comm_gen;
+static __thread MPI_Comm last_comm;
+static __thread shim_comm_t *last_sc;
+static __thread unsigned last_gen;
 
 static const char *const call_names[SHIM_NCALLS] = {
     "allreduce", "allgather", "bcast", "reduce", "reduce_scatter_block",
@@ -65,6 +73,95 @@ static void parse_colls(const char *s)
     free(copy);
 }
 
+/* Sizes handed back to the MPI: a call, a range of communicator sizes
+ * and a range of bytes (per rank, as RCOLL_MPI_VERBOSE prints them), for
+ * communicators whose ranks share one host. The default is what
+ * benchmarks/mpi_preload.sh measured on a 2-core VM against Open MPI 4.1
+ * (docs/performance.md); RCOLL_MPI_HANDBACK replaces it
+ * ("bcast:2-2:0-256,alltoall:2-3:0-1K" or "none"). */
+static const char default_handback[] =
+    "bcast:2-2:0-256,bcast:4-4:0-16,bcast:4-4:128K-1M,"
+    "allgather:2-2:0-32,allgather:2-2:64K-128K,allgather:2-2:4M-64G,"
+    "alltoall:2-2:0-512,alltoall:2-2:64K-128K";
+enum { MAX_HANDBACK = 32 };
+static struct {
+    int call, min_ranks, max_ranks;
+    size_t lo, hi; /* [lo, hi) */
+} handback[MAX_HANDBACK];
+static int nhandback;
+
+static size_t parse_size(const char *s, char **end)
+{
+    size_t v = strtoull(s, end, 10);
+    switch (**end) {
+    case 'K': case 'k': v <<= 10; (*end)++; break;
+    case 'M': case 'm': v <<= 20; (*end)++; break;
+    case 'G': case 'g': v <<= 30; (*end)++; break;
+    }
+    return v;
+}
+
+/* One "call:ranks-ranks:bytes-bytes" entry; 0 if malformed. */
+static int parse_handback_entry(char *t)
+{
+    char *colon = strchr(t, ':');
+    if (!colon || nhandback == MAX_HANDBACK)
+        return 0;
+    *colon = 0;
+    int call = -1;
+    for (int i = 0; i < SHIM_NCALLS; i++)
+        if (!strcmp(t, call_names[i]))
+            call = i;
+    char *p = colon + 1, *e;
+    long r0 = strtol(p, &e, 10), r1;
+    if (call < 0 || *e != '-')
+        return 0;
+    r1 = strtol(e + 1, &e, 10);
+    if (*e != ':')
+        return 0;
+    size_t lo = parse_size(e + 1, &e);
+    if (*e != '-')
+        return 0;
+    size_t hi = parse_size(e + 1, &e);
+    if (*e)
+        return 0;
+    handback[nhandback].call = call;
+    handback[nhandback].min_ranks = (int)r0;
+    handback[nhandback].max_ranks = (int)r1;
+    handback[nhandback].lo = lo;
+    handback[nhandback].hi = hi;
+    nhandback++;
+    return 1;
+}
+
+static void parse_handback(const char *s)
+{
+    if (!s || !strcmp(s, "none"))
+        return;
+    char *copy = strdup(s), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        char *orig = strdup(t);
+        if (!parse_handback_entry(t))
+            fprintf(stderr, "rcoll-mpi: RCOLL_MPI_HANDBACK entry '%s' is not "
+                    "call:ranks-ranks:bytes-bytes; ignored\n", orig);
+        free(orig);
+    }
+    free(copy);
+}
+
+int shim_handback(int which, const shim_comm_t *sc, size_t bytes)
+{
+    if (!sc->one_host)
+        return 0;
+    for (int i = 0; i < nhandback; i++)
+        if (handback[i].call == which && sc->size >= handback[i].min_ranks &&
+            sc->size <= handback[i].max_ranks && bytes >= handback[i].lo &&
+            bytes < handback[i].hi)
+            return 1;
+    return 0;
+}
+
 static void resolve(void)
 {
 #define R(n) *(void **)&shim_real.n = next_sym("PMPI_" #n)
@@ -78,6 +175,8 @@ static void resolve(void)
     /* the settings of this library (the library's own are in rcoll-info -c;
      * these two are read here because it sits above the public API) */
     parse_colls(getenv("RCOLL_MPI_COLLS"));
+    const char *hb = getenv("RCOLL_MPI_HANDBACK");
+    parse_handback(hb ? hb : default_handback);
     const char *v = getenv("RCOLL_MPI_VERBOSE");
     shim_log_init(v && *v && strcmp(v, "0"));
 }
@@ -93,6 +192,7 @@ static int attr_delete(MPI_Comm comm, int kv, void *val, void *extra)
 {
     (void)comm; (void)kv; (void)extra;
     shim_comm_t *sc = val;
+    __atomic_add_fetch(&comm_gen, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_lock(&lock);
     for (shim_comm_t **p = &all; *p; p = &(*p)->next)
         if (*p == sc) {
@@ -126,9 +226,18 @@ static void comm_make(shim_comm_t *sc, MPI_Comm comm)
         fprintf(stderr, "rcoll-mpi: rank %d of a communicator of %d: no "
                 "rcoll communicator (%s); its collectives stay with MPI\n",
                 sc->rank, sc->size, rcoll_last_error());
-    int all_ok = 0;
-    shim_real.Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    if (all_ok)
+    /* whether all ranks share a host (the hand-back table is for those) */
+    MPI_Comm node;
+    int local = 0;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                             &node) == MPI_SUCCESS) {
+        PMPI_Comm_size(node, &local);
+        PMPI_Comm_free(&node);
+    }
+    int mine[2] = { ok, local == sc->size }, agreed[2] = { 0, 0 };
+    shim_real.Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm);
+    sc->one_host = agreed[1];
+    if (agreed[0])
         sc->rc = rc;
     else if (rc)
         rcoll_comm_abort(rc);
@@ -147,10 +256,17 @@ shim_comm_t *shim_take(int which, MPI_Comm comm, int may_make)
         pthread_mutex_unlock(&lock);
     }
     shim_comm_t *sc = NULL;
+    unsigned gen = __atomic_load_n(&comm_gen, __ATOMIC_ACQUIRE);
+    if (last_sc && comm == last_comm && gen == last_gen)
+        return last_sc->rc ? last_sc : NULL;
     int flag = 0;
     PMPI_Comm_get_attr(comm, keyval, &sc, &flag);
-    if (flag)
+    if (flag) {
+        last_comm = comm;
+        last_sc = sc;
+        last_gen = gen;
         return sc->rc ? sc : NULL;
+    }
     if (!may_make)
         return NULL;
     sc = calloc(1, sizeof(*sc));

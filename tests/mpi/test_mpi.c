@@ -7,8 +7,9 @@
  * reduction). Run it with and without LD_PRELOAD=librcoll-mpi.so: the
  * results must be the same. `errors` instead checks that a failure
  * reaches an MPI_ERRORS_RETURN handler with rcoll's message.
- * Usage: mpirun -np N test_mpi [errors] */
+ * Usage: mpirun -np N test_mpi [errors|single] */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,6 +357,50 @@ static void mixed(MPI_Comm comm)
     free(a); free(b); free(g);
 }
 
+/* MPI_THREAD_MULTIPLE: two threads, each with its own communicator (a
+ * dup), run all-reduces and broadcasts at once; the first calls make the
+ * two rcoll communicators concurrently. */
+typedef struct { MPI_Comm comm; int id, bad; } thr_t;
+
+static void *thr_main(void *arg)
+{
+    thr_t *t = arg;
+    int rank, n;
+    MPI_Comm_rank(t->comm, &rank);
+    MPI_Comm_size(t->comm, &n);
+    enum { C = 3000 };
+    int *a = malloc(4 * C), *b = malloc(4 * C);
+    for (int it = 0; it < 50; it++) {
+        for (int i = 0; i < C; i++) a[i] = rank + i + it + t->id;
+        MPI_Allreduce(a, b, C, MPI_INT, MPI_SUM, t->comm);
+        for (int i = 0; i < C; i++)
+            if (b[i] != n * (n - 1) / 2 + n * (i + it + t->id)) { t->bad++; break; }
+        b[0] = rank == it % n ? it * 11 + t->id : -1;
+        MPI_Bcast(b, 1, MPI_INT, it % n, t->comm);
+        if (b[0] != it * 11 + t->id) t->bad++;
+    }
+    free(a); free(b);
+    return NULL;
+}
+
+static void threads(void)
+{
+    thr_t t[2];
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &t[k].comm);
+        t[k].id = k;
+        t[k].bad = 0;
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_create(&th[k], NULL, thr_main, &t[k]);
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        CHECK(t[k].bad == 0, "thread %d: %d wrong results", k, t[k].bad);
+        MPI_Comm_free(&t[k].comm);
+    }
+}
+
 /* Ranks call different collectives on one communicator: rcoll fails the
  * call, and an MPI_ERRORS_RETURN handler sees an error with a message. */
 static int errors(void)
@@ -379,8 +424,12 @@ static int errors(void)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    /* "single": MPI_Init (MPI_THREAD_SINGLE); else THREAD_MULTIPLE */
+    int provided, single = argc > 1 && !strcmp(argv[1], "single");
+    if (single)
+        MPI_Init(&argc, &argv);
+    else
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     if (argc > 1 && !strcmp(argv[1], "errors"))
         return errors();
@@ -402,6 +451,8 @@ int main(int argc, char **argv)
     fallbacks(MPI_COMM_WORLD);
     mixed(MPI_COMM_WORLD);
     mixed(split);
+    if (!single && provided == MPI_THREAD_MULTIPLE)
+        threads();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
     int all = 0;
