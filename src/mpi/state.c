@@ -80,7 +80,8 @@ static void parse_colls(const char *s)
  * (docs/performance.md); RCOLL_MPI_HANDBACK replaces it
  * ("bcast:2-2:0-256,alltoall:2-3:0-1K" or "none"). */
 static const char default_handback[] =
-    "bcast:2-2:0-256,bcast:4-4:0-16,bcast:4-4:128K-1M,"
+    "bcast:2-2:0-256,bcast:2-2:128K-256K,bcast:4-4:0-16,bcast:4-4:128K-1M,"
+    "allreduce:2-2:8M-16M,"
     "allgather:2-2:0-32,allgather:2-2:64K-128K,allgather:2-2:4M-64G,"
     "alltoall:2-2:0-512,alltoall:2-2:64K-128K";
 enum { MAX_HANDBACK = 32 };
