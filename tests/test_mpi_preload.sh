@@ -37,7 +37,13 @@ for np in 2 3 5; do
     echo "   $(grep -c -- '-> rcoll' "$log/v$np") calls on rcoll, $(grep -c -- '-> mpi' "$log/v$np") on MPI"
 done
 echo "== 3 ranks, MPI_Init (thread level single), with the preload"
-"$M" $flags -np 3 -x LD_PRELOAD="$LIB" "$T" single || { echo "FAIL: thread level single"; exit 1; }
+"$M" $flags -np 3 -x LD_PRELOAD="$LIB" -x RCOLL_MPI_VERBOSE=1 -x RCOLL_MPI_HANDBACK=none \
+    "$T" single 2> "$log/single" || { echo "FAIL: thread level single"; exit 1; }
+# below MPI_THREAD_MULTIPLE the non-blocking forms stay with MPI
+grep -q "MPI_Allreduce [0-9]* B -> rcoll" "$log/single" &&
+    grep -q "MPI_Iallreduce .* -> mpi" "$log/single" &&
+    ! grep -q "MPI_I[a-z_]* [0-9]* B -> rcoll" "$log/single" ||
+    { echo "FAIL: at MPI_THREAD_SINGLE a non-blocking call ran on rcoll (or nothing did)"; exit 1; }
 echo "== mismatched calls: MPI_ERRORS_RETURN sees rcoll's error"
 RCOLL_TIMEOUT=10 RCOLL_MPI_HANDBACK=none "$M" $flags -np 2 -x LD_PRELOAD="$LIB" -x RCOLL_TIMEOUT -x RCOLL_MPI_HANDBACK "$T" errors ||
     { echo "FAIL: the error did not reach the handler"; exit 1; }

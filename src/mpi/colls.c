@@ -22,7 +22,10 @@ static int post(shim_comm_t *sc, const char *call, rcoll_status_t st,
         int rc = shim_fin_run(fin, sc->mpi, st == RCOLL_OK);
         return st != RCOLL_OK ? shim_status(sc, call, st) : rc;
     }
-    return shim_nb_start(sc, call, rq, fin, req);
+    int rc = shim_nb_start(sc, call, rq, fin, req);
+    if (rc != MPI_SUCCESS)
+        PMPI_Comm_call_errhandler(sc->mpi, rc);
+    return rc;
 }
 
 /* A failure before anything was posted (packing, memory, a size). */

@@ -8,10 +8,12 @@
  * request complete when rcoll has finished it (after unpacking what
  * arrived). The program may sit in its own MPI_Recv or compute meanwhile.
  *
- * The watcher calls MPI_Grequest_complete from its own thread. The MPI
- * standard allows that only under MPI_THREAD_MULTIPLE; Open MPI 4.1 marks
- * the request with atomics whatever the level, which the tests check
- * (rcoll-mpi(7) says so). */
+ * The watcher calls into the MPI (MPI_Grequest_complete, MPI_Unpack) from
+ * its own thread, which MPI allows only under MPI_THREAD_MULTIPLE (Open
+ * MPI 4.1 updates request state without atomics below it): non-blocking
+ * calls run on rcoll only on communicators whose ranks all run at
+ * MPI_THREAD_MULTIPLE (state.c agrees on it), and go to the MPI
+ * otherwise. */
 #include "shim.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -134,7 +136,18 @@ int shim_nb_start(shim_comm_t *sc, const char *call, rcoll_request_t rq,
     nb->sc = sc;
     nb->call = call;
     nb->fin = *fin;
-    int rc = PMPI_Grequest_start(nb_query, nb_free, nb_cancel, nb, &nb->greq);
+    int rc = MPI_SUCCESS;
+    if (nb->fin.usrc && nb->fin.utype != MPI_DATATYPE_NULL) {
+        /* MPI lets the caller free its datatype while the call runs */
+        MPI_Datatype dup;
+        rc = PMPI_Type_dup(nb->fin.utype, &dup);
+        if (rc == MPI_SUCCESS) {
+            nb->fin.utype = dup;
+            nb->fin.own_utype = 1;
+        }
+    }
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Grequest_start(nb_query, nb_free, nb_cancel, nb, &nb->greq);
     if (rc != MPI_SUCCESS) {
         rcoll_wait(rq);
         shim_fin_run(&nb->fin, sc->mpi, 0);

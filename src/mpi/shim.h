@@ -83,6 +83,9 @@ typedef struct shim_comm {
     int rank, size;
     int pending;            /* non-blocking operations not yet finished */
     int one_host;           /* every rank on this host */
+    int nb_ok;              /* every rank at MPI_THREAD_MULTIPLE: the
+                               non-blocking forms may run on rcoll */
+    int is_static;          /* not to be freed (out-of-memory marker) */
     struct shim_comm *next; /* every one made, for MPI_Finalize */
 } shim_comm_t;
 
@@ -128,6 +131,8 @@ typedef struct {
     void *ubuf;
     int ucount;
     MPI_Datatype utype;
+    int own_utype;          /* utype is a duplicate to free (non-blocking:
+                               the caller may free its type meanwhile) */
     /* per-block unpack for all-to-allv: block r of `vcounts[r]` elements
      * of utype from usrc + voff[r] to ubuf + vdispls[r] * extent */
     int *vcounts, *vdispls;

@@ -194,6 +194,8 @@ static int attr_delete(MPI_Comm comm, int kv, void *val, void *extra)
     (void)comm; (void)kv; (void)extra;
     shim_comm_t *sc = val;
     __atomic_add_fetch(&comm_gen, 1, __ATOMIC_ACQ_REL);
+    if (sc->is_static)
+        return MPI_SUCCESS; /* the out-of-memory marker */
     pthread_mutex_lock(&lock);
     for (shim_comm_t **p = &all; *p; p = &(*p)->next)
         if (*p == sc) {
@@ -212,7 +214,7 @@ static int attr_delete(MPI_Comm comm, int kv, void *val, void *extra)
 /* Makes the rcoll communicator (all ranks of comm, collectively): rank 0
  * makes the id, the MPI broadcasts it, all join, and an MPI all-reduce
  * agrees whether every rank did; if one did not, none uses it. */
-static void comm_make(shim_comm_t *sc, MPI_Comm comm)
+static void comm_make(shim_comm_t *sc, MPI_Comm comm, int can)
 {
     struct { int st; rcoll_unique_id_t id; } m;
     memset(&m, 0, sizeof(m));
@@ -221,9 +223,9 @@ static void comm_make(shim_comm_t *sc, MPI_Comm comm)
     shim_real.Bcast(&m, sizeof(m), MPI_BYTE, 0, comm);
     int ok = 0;
     rcoll_comm_t rc = NULL;
-    if (m.st == RCOLL_OK)
+    if (m.st == RCOLL_OK && can)
         ok = rcoll_comm_init_rank(&rc, sc->size, &m.id, sc->rank) == RCOLL_OK;
-    if (!ok)
+    if (!ok && can)
         fprintf(stderr, "rcoll-mpi: rank %d of a communicator of %d: no "
                 "rcoll communicator (%s); its collectives stay with MPI\n",
                 sc->rank, sc->size, rcoll_last_error());
@@ -235,9 +237,13 @@ static void comm_make(shim_comm_t *sc, MPI_Comm comm)
         PMPI_Comm_size(node, &local);
         PMPI_Comm_free(&node);
     }
-    int mine[2] = { ok, local == sc->size }, agreed[2] = { 0, 0 };
-    shim_real.Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm);
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    int mine[3] = { ok, local == sc->size, level == MPI_THREAD_MULTIPLE };
+    int agreed[3] = { 0, 0, 0 };
+    shim_real.Allreduce(mine, agreed, 3, MPI_INT, MPI_MIN, comm);
     sc->one_host = agreed[1];
+    sc->nb_ok = agreed[2];
     if (agreed[0])
         sc->rc = rc;
     else if (rc)
@@ -258,21 +264,37 @@ shim_comm_t *shim_take(int which, MPI_Comm comm, int may_make)
     }
     shim_comm_t *sc = NULL;
     unsigned gen = __atomic_load_n(&comm_gen, __ATOMIC_ACQUIRE);
-    if (last_sc && comm == last_comm && gen == last_gen)
-        return last_sc->rc ? last_sc : NULL;
     int flag = 0;
-    PMPI_Comm_get_attr(comm, keyval, &sc, &flag);
-    if (flag) {
-        last_comm = comm;
-        last_sc = sc;
-        last_gen = gen;
-        return sc->rc ? sc : NULL;
+    if (last_sc && comm == last_comm && gen == last_gen) {
+        sc = last_sc;
+        flag = 1;
+    } else {
+        PMPI_Comm_get_attr(comm, keyval, &sc, &flag);
+        if (flag) {
+            last_comm = comm;
+            last_sc = sc;
+            last_gen = gen;
+        }
     }
+    /* non-blocking calls (may_make 0) only where every rank runs at
+     * MPI_THREAD_MULTIPLE: the completion thread calls into the MPI */
+    if (flag)
+        return sc->rc && (may_make || sc->nb_ok) ? sc : NULL;
     if (!may_make)
         return NULL;
     sc = calloc(1, sizeof(*sc));
-    if (!sc)
+    if (!sc) {
+        /* take part in the set-up anyway (the other ranks are in it),
+         * saying no, and mark the communicator as staying with MPI */
+        static shim_comm_t nomem = { .is_static = 1 };
+        nomem.mpi = comm;
+        PMPI_Comm_rank(comm, &nomem.rank);
+        PMPI_Comm_size(comm, &nomem.size);
+        comm_make(&nomem, comm, 0);
+        nomem.rc = NULL;
+        PMPI_Comm_set_attr(comm, keyval, &nomem);
         return NULL;
+    }
     sc->mpi = comm;
     int inter = 0;
     PMPI_Comm_test_inter(comm, &inter);
@@ -280,7 +302,7 @@ shim_comm_t *shim_take(int which, MPI_Comm comm, int may_make)
     PMPI_Comm_size(comm, &sc->size);
     /* intercommunicators and one rank stay with MPI (the same on all) */
     if (!inter && sc->size > 1)
-        comm_make(sc, comm);
+        comm_make(sc, comm, 1);
     PMPI_Comm_set_attr(comm, keyval, sc);
     pthread_mutex_lock(&lock);
     sc->next = all;

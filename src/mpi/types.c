@@ -123,19 +123,16 @@ size_t shim_type_size(MPI_Datatype dt)
 
 int shim_contig(int count, MPI_Datatype dt, size_t *size, MPI_Aint *off)
 {
-    if (plain_size(dt, size)) {
-        *off = 0;
+    (void)count;
+    *off = 0;
+    if (plain_size(dt, size))
         return 1;
-    }
+    /* any other type is packed: a derived type whose size equals its
+     * extent may still list its elements out of memory order */
     int sz = 0;
-    MPI_Aint lb, ext, tlb, text;
     PMPI_Type_size(dt, &sz);
-    PMPI_Type_get_extent(dt, &lb, &ext);
-    PMPI_Type_get_true_extent(dt, &tlb, &text);
     *size = (size_t)sz;
-    *off = tlb;
-    /* one element's bytes are one run, and elements follow each other */
-    return (MPI_Aint)sz == text && (count <= 1 || ext == (MPI_Aint)sz);
+    return 0;
 }
 
 static int fin_scratch(shim_fin_t *fin, void *p)
@@ -226,6 +223,8 @@ int shim_fin_run(shim_fin_t *fin, MPI_Comm comm, int ok)
     }
     if (ok && fin->mbytes)
         memmove(fin->mdst, fin->msrc, fin->mbytes);
+    if (fin->own_utype)
+        PMPI_Type_free(&fin->utype);
     free(fin->scratch[0]);
     free(fin->scratch[1]);
     free(fin->vcounts);

@@ -277,6 +277,19 @@ static void derived(MPI_Comm comm)
     for (int q = 0; q < n; q++)
         for (int i = 0; i < 50; i++)
             CHECK(out[q * 50 + i] == q * 100 + 2 * i, "allgather vector type");
+    /* a non-blocking broadcast into a derived type that the program
+     * frees before the wait (MPI allows it) */
+    MPI_Datatype v2;
+    MPI_Type_vector(50, 1, 2, MPI_INT, &v2);
+    MPI_Type_commit(&v2);
+    for (int i = 0; i < 100; i++) buf[i] = rank == 0 ? 1000 + i : -1;
+    MPI_Request rq;
+    MPI_Ibcast(buf, 1, v2, 0, comm, &rq);
+    MPI_Type_free(&v2);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    for (int i = 0; i < 100; i++)
+        CHECK(buf[i] == (i % 2 == 0 || rank == 0 ? 1000 + i : -1),
+              "ibcast into a freed vector type i=%d", i);
     /* a reduction over a type rcoll does not reduce (16-bit integers)
      * goes to MPI, and is right */
     short *red = malloc(sizeof(short) * 100), *sh = malloc(sizeof(short) * 100);
