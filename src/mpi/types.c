@@ -142,8 +142,11 @@ static int fin_scratch(shim_fin_t *fin, void *p)
     return i;
 }
 
-int shim_view_in(const void *buf, size_t count, MPI_Datatype dt,
-                 MPI_Comm comm, shim_view_t *v, shim_fin_t *fin)
+/* Points v at buf's bytes when (count, dt) needs no packing (returns 1),
+ * else at new scratch that fin frees (returns 0); -1 on failure, with
+ * the MPI error in *rc. */
+static int view_init(const void *buf, size_t count, MPI_Datatype dt,
+                     shim_view_t *v, shim_fin_t *fin, int *rc)
 {
     size_t size;
     MPI_Aint off;
@@ -152,15 +155,23 @@ int shim_view_in(const void *buf, size_t count, MPI_Datatype dt,
     v->bytes = size * count;
     if (contig || v->bytes == 0) {
         v->p = (char *)buf + (contig ? off : 0);
-        return MPI_SUCCESS;
+        return 1;
     }
+    *rc = MPI_ERR_COUNT; /* MPI_Pack counts in int */
     if (count > INT_MAX || v->bytes > INT_MAX)
-        return MPI_ERR_COUNT; /* MPI_Pack counts in int */
-    v->p = malloc(v->bytes);
-    if (!v->p)
-        return MPI_ERR_NO_MEM;
+        return -1;
+    *rc = MPI_ERR_NO_MEM;
+    if (!(v->p = malloc(v->bytes)))
+        return -1;
     fin_scratch(fin, v->p);
     v->packed = 1;
+    return 0;
+}
+
+/* Packs (buf, count, dt) into v's scratch. */
+static int view_pack(const void *buf, size_t count, MPI_Datatype dt,
+                     MPI_Comm comm, shim_view_t *v)
+{
     int pos = 0;
     int rc = PMPI_Pack(buf, (int)count, dt, v->p, (int)v->bytes, &pos, comm);
     if (rc == MPI_SUCCESS && (size_t)pos != v->bytes)
@@ -168,35 +179,29 @@ int shim_view_in(const void *buf, size_t count, MPI_Datatype dt,
     return rc;
 }
 
+int shim_view_in(const void *buf, size_t count, MPI_Datatype dt,
+                 MPI_Comm comm, shim_view_t *v, shim_fin_t *fin)
+{
+    int rc = MPI_SUCCESS;
+    int direct = view_init(buf, count, dt, v, fin, &rc);
+    if (direct != 0)
+        return direct > 0 ? MPI_SUCCESS : rc;
+    return view_pack(buf, count, dt, comm, v);
+}
+
 int shim_view_out(void *buf, size_t count, MPI_Datatype dt, MPI_Comm comm,
                   int keep, shim_view_t *v, shim_fin_t *fin)
 {
-    size_t size;
-    MPI_Aint off;
-    memset(v, 0, sizeof(*v));
-    int contig = shim_contig(count > 1 ? 2 : (int)count, dt, &size, &off);
-    v->bytes = size * count;
-    if (contig || v->bytes == 0) {
-        v->p = (char *)buf + (contig ? off : 0);
-        return MPI_SUCCESS;
-    }
-    if (count > INT_MAX || v->bytes > INT_MAX)
-        return MPI_ERR_COUNT; /* MPI_Pack counts in int */
-    v->p = malloc(v->bytes);
-    if (!v->p)
-        return MPI_ERR_NO_MEM;
-    fin_scratch(fin, v->p);
-    v->packed = 1;
+    int rc = MPI_SUCCESS;
+    int direct = view_init(buf, count, dt, v, fin, &rc);
+    if (direct != 0)
+        return direct > 0 ? MPI_SUCCESS : rc;
     fin->usrc = v->p;
     fin->ubytes = v->bytes;
     fin->ubuf = buf;
     fin->ucount = (int)count;
     fin->utype = dt;
-    if (keep) {
-        int pos = 0;
-        return PMPI_Pack(buf, (int)count, dt, v->p, (int)v->bytes, &pos, comm);
-    }
-    return MPI_SUCCESS;
+    return keep ? view_pack(buf, count, dt, comm, v) : MPI_SUCCESS;
 }
 
 int shim_fin_run(shim_fin_t *fin, MPI_Comm comm, int ok)
