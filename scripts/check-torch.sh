@@ -2,7 +2,7 @@
 # The PyTorch backend's tests (bindings/torch/tests, pytest): installs torch
 # 2.x from PyPI into a virtual environment (RCOLL_TORCH_VENV, default
 # /var/cache/rcoll-torch-venv, kept between runs), installs this build's
-# librcoll into build/torch-prefix, builds and installs rcoll_torch against
+# librcoll into build/torch-root (DESTDIR), builds and installs rcoll_torch against
 # it (pip install ./bindings/torch), then runs the tests against gloo.
 # Run from the build directory (scripts/test.sh does). RCOLL_TORCH_SPEC
 # picks torch ("torch" by default: the current release). The last line is
@@ -12,7 +12,10 @@ build=$(pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 venv=${RCOLL_TORCH_VENV:-/var/cache/rcoll-torch-venv}
 spec=${RCOLL_TORCH_SPEC:-torch}
-prefix=$build/torch-prefix
+# installed with DESTDIR (libtool cannot relink librcoll-mpi for a
+# prefix other than the configured one); the prefix is the staged one
+root=$build/torch-root
+prefix=$root$(sed -n 's/^prefix=//p' "$build/rcoll.pc")
 fail() { echo "check-torch: $1"; echo "0 passed, 1 failed"; exit 1; }
 t0=$(date +%s)
 
@@ -28,9 +31,9 @@ fi
 echo "check-torch: torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv ($(( $(date +%s) - t0 )) s)"
 
 t1=$(date +%s)
-rm -rf "$prefix"
-make install prefix="$prefix" > torch-install.out 2>&1 ||
-    { tail -20 torch-install.out; fail "make install prefix=$prefix failed"; }
+rm -rf "$root"
+make install DESTDIR="$root" > torch-install.out 2>&1 ||
+    { tail -20 torch-install.out; fail "make install DESTDIR=$root failed"; }
 rm -rf "$src/bindings/torch/build"
 RCOLL_HOME=$prefix MAX_JOBS=$(nproc) "$venv/bin/pip" install -q \
     --no-build-isolation --force-reinstall --no-deps "$src/bindings/torch" \
