@@ -23,17 +23,21 @@ static int post(shim_comm_t *sc, const char *call, rcoll_status_t st,
         return st != RCOLL_OK ? shim_status(sc, call, st) : rc;
     }
     int rc = shim_nb_start(sc, call, rq, fin, req);
-    if (rc != MPI_SUCCESS)
+    if (rc != MPI_SUCCESS) {
+        rc = shim_local_error_code(sc, call, rc);
         PMPI_Comm_call_errhandler(sc->mpi, rc);
+    }
     return rc;
 }
 
-/* A failure before anything was posted (packing, memory, a size). */
-static int early(shim_comm_t *sc, shim_fin_t *fin, int rc)
+/* A failure before anything was posted (packing, memory, a size): the
+ * communicator's error handler, with a code naming the call and rank. */
+static int early(shim_comm_t *sc, const char *call, shim_fin_t *fin, int rc)
 {
     shim_fin_run(fin, sc->mpi, 0);
-    PMPI_Comm_call_errhandler(sc->mpi, rc);
-    return rc;
+    int code = shim_local_error_code(sc, call, rc);
+    PMPI_Comm_call_errhandler(sc->mpi, code);
+    return code;
 }
 
 static size_t esize(MPI_Datatype dt)
@@ -179,7 +183,7 @@ static int reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     int equal = 1;
     for (int r = 0; r < sc->size; r++) {
         if (rcounts[r] < 0)
-            return early(sc, &(shim_fin_t){ 0 }, MPI_ERR_COUNT);
+            return early(sc, call, &(shim_fin_t){ 0 }, MPI_ERR_COUNT);
         if (r < sc->rank)
             off += (size_t)rcounts[r];
         total += (size_t)rcounts[r];
@@ -193,7 +197,7 @@ static int reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     if (sbuf != MPI_IN_PLACE) {
         whole = fin.scratch[0] = malloc(total * es > 0 ? total * es : 1);
         if (!whole)
-            return early(sc, &fin, MPI_ERR_NO_MEM);
+            return early(sc, call, &fin, MPI_ERR_NO_MEM);
     } else {
         sbuf = rbuf;
     }
@@ -232,7 +236,7 @@ static int bcast(void *buf, int count, MPI_Datatype dt, int root,
         ? shim_view_in(buf, count, dt, comm, &v, &fin)
         : shim_view_out(buf, count, dt, comm, 0, &v, &fin);
     if (rc != MPI_SUCCESS)
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req
         ? rcoll_ibroadcast(v.p, v.p, v.bytes, BYTES, root, sc->rc, NULL, &rq)
@@ -276,7 +280,7 @@ static int allgather(const void *sbuf, int scount, MPI_Datatype stype,
             rc = MPI_ERR_TRUNCATE;
     }
     if (rc != MPI_SUCCESS)
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req
         ? rcoll_iallgather(s.p, r.p, blk, BYTES, sc->rc, NULL, &rq)
@@ -318,7 +322,7 @@ static int alltoall(const void *sbuf, int scount, MPI_Datatype stype,
             rc = MPI_ERR_TRUNCATE;
     }
     if (rc != MPI_SUCCESS)
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     size_t blk = r.bytes / (size_t)sc->size;
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req
@@ -368,7 +372,7 @@ static int gather(const void *sbuf, int scount, MPI_Datatype stype,
         blk = s.bytes;
     }
     if (rc != MPI_SUCCESS)
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req
         ? rcoll_igather(s.p, r.p, blk, BYTES, root, sc->rc, NULL, &rq)
@@ -417,7 +421,7 @@ static int scatter(const void *sbuf, int scount, MPI_Datatype stype,
         blk = r.bytes;
     }
     if (rc != MPI_SUCCESS)
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req
         ? rcoll_iscatter(s.p, r.p, blk, BYTES, root, sc->rc, NULL, &rq)
@@ -502,7 +506,7 @@ static int alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
     shim_fin_t fin = { 0 };
     size_t *a = malloc(4 * (size_t)n * sizeof(size_t));
     if (!a)
-        return early(sc, &fin, MPI_ERR_NO_MEM);
+        return early(sc, call, &fin, MPI_ERR_NO_MEM);
     char *sp, *rp;
     int rc = v_side(sbuf, scounts, sdispls, stype, n, 0, comm, a, a + n, &sp,
                     &fin);
@@ -511,7 +515,7 @@ static int alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                     a + 3 * n, &rp, &fin);
     if (rc != MPI_SUCCESS) {
         free(a);
-        return early(sc, &fin, rc);
+        return early(sc, call, &fin, rc);
     }
     rcoll_request_t rq = NULL;
     rcoll_status_t st = req

@@ -33,13 +33,10 @@ void shim_say(const char *call, size_t bytes, const char *who,
  * failure gets one with its own message; later ones reuse the last). */
 enum { MAX_ERR_CODES = 64 };
 
-int shim_error_code(const shim_comm_t *sc, const char *call,
-                    rcoll_status_t st)
+/* A new error code of this library's class whose string is msg (printed
+ * too under RCOLL_MPI_VERBOSE, or when no code could be added). */
+static int add_code(const char *msg)
 {
-    char msg[MPI_MAX_ERROR_STRING];
-    snprintf(msg, sizeof(msg), "rcoll-mpi: %s failed on rank %d of %d: %s "
-             "(%s)", call, sc ? sc->rank : -1, sc ? sc->size : 0,
-             rcoll_status_string(st), rcoll_last_error());
     pthread_mutex_lock(&lock);
     static int code = MPI_ERR_OTHER;
     if (err_class < 0 && PMPI_Add_error_class(&err_class) != MPI_SUCCESS)
@@ -54,6 +51,29 @@ int shim_error_code(const shim_comm_t *sc, const char *call,
     if (verbose || c == MPI_ERR_OTHER)
         fprintf(stderr, "%s\n", msg);
     return c;
+}
+
+int shim_error_code(const shim_comm_t *sc, const char *call,
+                    rcoll_status_t st)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(msg, sizeof(msg), "rcoll-mpi: %s failed on rank %d of %d: %s "
+             "(%s)", call, sc ? sc->rank : -1, sc ? sc->size : 0,
+             rcoll_status_string(st), rcoll_last_error());
+    return add_code(msg);
+}
+
+int shim_local_error_code(const shim_comm_t *sc, const char *call, int rc)
+{
+    char why[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    PMPI_Error_string(rc, why, &len);
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(msg, sizeof(msg), "rcoll-mpi: %s failed on rank %d of %d in "
+             "the interposer (packing a non-contiguous buffer, scratch "
+             "memory, a count, or its MPI request): %s", call, sc->rank,
+             sc->size, why);
+    return add_code(msg);
 }
 
 int shim_status(shim_comm_t *sc, const char *call, rcoll_status_t st)

@@ -110,6 +110,9 @@ void shim_say(const char *call, size_t bytes, const char *who,
  * call, the rank and rcoll's reason). */
 int shim_error_code(const shim_comm_t *sc, const char *call,
                     rcoll_status_t st);
+/* The same for an MPI error `rc` of the interposer itself (packing,
+ * memory, a count, the request): the call, the rank, the MPI's reason. */
+int shim_local_error_code(const shim_comm_t *sc, const char *call, int rc);
 /* Returns MPI_SUCCESS for RCOLL_OK, else calls the communicator's error
  * handler with shim_error_code's code and returns what it returns. */
 int shim_status(shim_comm_t *sc, const char *call, rcoll_status_t st);

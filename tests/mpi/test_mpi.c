@@ -423,6 +423,17 @@ static int errors(void)
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     int x[4] = { 1, 2, 3, 4 }, y[4];
     MPI_Barrier(c); /* makes the rcoll communicator */
+    /* every rank sends 2 ints into blocks of 1: refused before posting,
+     * with a message naming the call and the rank */
+    int g[64];
+    char m0[MPI_MAX_ERROR_STRING] = "";
+    int l0 = 0, r0 = MPI_Allgather(x, 2, MPI_INT, g, 1, MPI_INT, c);
+    if (r0 != MPI_SUCCESS)
+        MPI_Error_string(r0, m0, &l0);
+    printf("rank %d: allgather with short blocks returned %d: %s\n", wrank,
+           r0, m0);
+    if (r0 == MPI_SUCCESS || !strstr(m0, "MPI_Allgather failed on rank"))
+        return MPI_Finalize(), 1;
     int rc = wrank == 0 ? MPI_Allreduce(x, y, 4, MPI_INT, MPI_SUM, c)
                         : MPI_Bcast(x, 4, MPI_INT, 0, c);
     char msg[MPI_MAX_ERROR_STRING] = "";
