@@ -247,6 +247,8 @@ t "rdma-vm: guest status comes back, no QEMU left on SIGTERM" 300 sh "$S/tests/t
 # GPU buffers (tests/gpu/run.sh): skipped, with the reason, without a GPU
 t "gpu: tests/gpu/run.sh (GPU buffers, kernels, stream order)" 1800 sh "$S/tests/gpu/run.sh" "$B"
 t "install: pkg-config build"       300 sh "$S/tests/test_install.sh" "$B"
+t "install: verbs, rdmacm, hwloc, PMIx loaded at run time; a host without them runs shm/tcp" 300 \
+    sh "$S/tests/test_optional_libs.sh" "$B"
 
 t_end=$(date +%s)
 echo "suite time: $((t_end - t_start)) s"

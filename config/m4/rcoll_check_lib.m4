@@ -3,6 +3,8 @@
 # --with-NAME=DIR|yes|no (default: use if found), saves and restores flags,
 # AC_SUBSTs NAME_CPPFLAGS/NAME_LDFLAGS/NAME_LIBS, defines HAVE_NAME and
 # AM_CONDITIONAL HAVE_NAME. Errors if asked for and missing; warns if guessed.
+# librcoll does not link NAME_LIBS: it loads the library at run time
+# (src/util/dl.c), first from NAME_LIBDIR when a directory was given.
 AC_DEFUN([RCOLL_CHECK_LIB], [
   m4_pushdef([UP], m4_toupper([$1]))
   AC_ARG_WITH([$1],
@@ -38,7 +40,13 @@ AC_DEFUN([RCOLL_CHECK_LIB], [
     ])
   ])
   AS_IF([test "x$rcoll_have_$1" = "xyes"],
-        [AC_DEFINE([HAVE_]UP, [1], [Define to 1 if $1 is used])])
+        [AC_DEFINE([HAVE_]UP, [1], [Define to 1 if $1 is used])
+         AS_IF([test -n "$rcoll_$1_dir"],
+               [AS_IF([test -d "$rcoll_$1_dir/lib64"],
+                      [rcoll_$1_libdir="$rcoll_$1_dir/lib64"],
+                      [rcoll_$1_libdir="$rcoll_$1_dir/lib"])
+                AC_DEFINE_UNQUOTED(UP[_LIBDIR], ["$rcoll_$1_libdir"],
+                  [Where librcoll tries to dlopen $1 first])])])
   AC_SUBST(UP[_CPPFLAGS])
   AC_SUBST(UP[_LDFLAGS])
   AC_SUBST(UP[_LIBS])

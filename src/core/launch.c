@@ -8,6 +8,7 @@
  * RCOLL_ROOT when set, else through PMIx: rank 0 makes a unique id and
  * publishes it, the others read it after a fence. */
 #include "core.h"
+#include "util/dl.h"
 #include "util/params.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,11 @@ static rcoll_status_t init_with_pmix(rcoll_comm_t *comm, const char *who)
     rcoll_status_t st;
     pmix_status_t rc;
 
+    char why[320];
+    if (rcoll_dl_open(RCOLL_DL_PMIX, why, sizeof(why)) != 0)
+        return rcoll__set_error(RCOLL_ERR_NOT_SUPPORTED,
+                                "rcoll_comm_init_env (%s): PMIx: %s; set "
+                                "RCOLL_ROOT=host:port instead", who, why);
     rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS)
         return rcoll__set_error(RCOLL_ERR_NOT_SUPPORTED,

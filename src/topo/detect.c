@@ -5,6 +5,7 @@
  * rcoll-topo --xml, edited and loaded back. */
 #include "config.h"
 #include "topo/topo.h"
+#include "util/dl.h"
 #include "util/params.h"
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +24,12 @@ rcoll_status_t rcoll_topo_detect_xml(char **xml, size_t *len, char *err,
     hwloc_topology_t t;
     char *buf = NULL;
     int blen = 0;
+    char why[320];
+    if (rcoll_dl_open(RCOLL_DL_HWLOC, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "hwloc: %s: set RCOLL_TOPO_FILE to an export "
+                 "of the host (lstopo --of xml)", why);
+        return RCOLL_ERR_NOT_SUPPORTED;
+    }
     if (hwloc_topology_init(&t) != 0) {
         snprintf(err, errlen, "hwloc_topology_init: %s", strerror(errno));
         return RCOLL_ERR_SYSTEM;

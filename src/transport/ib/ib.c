@@ -41,6 +41,7 @@
 #include "transport/transport.h"
 #include "transport/slots.h"
 #include "proto/rcache.h"
+#include "util/dl.h"
 #include "util/params.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,9 +262,19 @@ static int ib_device_allowed(const char *name)
     return neg ? !hit : hit;
 }
 
+/* libibverbs and librdmacm are loaded at run time (util/dl.h): a host
+ * without them has no ib transport, and `why` says which file is missing */
+static int ib_libs_loaded(char *why, size_t len)
+{
+    return rcoll_dl_open(RCOLL_DL_VERBS, why, len) == 0 &&
+           rcoll_dl_open(RCOLL_DL_RDMACM, why, len) == 0;
+}
+
 static int ib_usable(char *why, size_t len)
 {
     int n = 0, ok = 0;
+    if (!ib_libs_loaded(why, len))
+        return 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (!list) {
         snprintf(why, len, "no RDMA devices (ibv_get_device_list: %s)",
@@ -1987,6 +1998,11 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     int n = p->nranks, r = p->rank;
     const char *mode = rcoll_config.ib_connect ? rcoll_config.ib_connect : "cm";
 
+    char why[320];
+    if (!ib_libs_loaded(why, sizeof(why))) {
+        free(ctx);
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s", why);
+    }
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     ctx->p = *p;
@@ -2341,6 +2357,11 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
 static void ib_describe(FILE *f)
 {
     int n = 0;
+    char why[320];
+    if (!ib_libs_loaded(why, sizeof(why))) {
+        fprintf(f, "         %s\n", why);
+        return;
+    }
     struct ibv_device **list = ibv_get_device_list(&n);
     struct rdma_event_channel *ech = rdma_create_event_channel();
     struct ifaddrs *ifa = NULL;
