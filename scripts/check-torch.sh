@@ -1,58 +1,116 @@
 #!/bin/sh
-# The PyTorch backend's tests (bindings/torch/tests, pytest): installs torch
-# 2.x from PyPI into a virtual environment (RCOLL_TORCH_VENV, default
-# /var/cache/rcoll-torch-venv, kept between runs), installs this build's
-# librcoll into build/torch-root (DESTDIR), builds and installs rcoll_torch against
-# it (pip install ./bindings/torch), then runs the tests against gloo.
-# Run from the build directory (scripts/test.sh does). RCOLL_TORCH_SPEC
-# picks torch ("torch" by default: the current release). The last line is
-# "N passed, M failed"; skipped tests are counted in neither.
+# The PyTorch backend's tests (bindings/torch/tests, pytest), on the wheel a
+# user installs:
+#  1. a virtual environment with torch 2.x from PyPI and the test runner
+#     (pytest, pytest-timeout) only (RCOLL_TORCH_VENV, default
+#     /var/cache/rcoll-torch-venv, kept between runs; RCOLL_TORCH_SPEC picks
+#     torch, "torch" by default: the current release);
+#  2. `pip wheel --no-build-isolation ./bindings/torch`: builds its own
+#     librcoll from this tree and bundles it; the wheel is checked (the
+#     library inside, rpath $ORIGIN, no verbs/hwloc/PMIx dependency, the
+#     torch.distributed.backends entry point);
+#  3. the wheel installed into the environment, the whole suite run there
+#     against gloo (torchrun and mp.spawn included), from outside the tree
+#     and with no RCOLL_HOME or LD_LIBRARY_PATH;
+#  4. the developers' build against an installed librcoll (this build's
+#     `make install DESTDIR=build/torch-root`, RCOLL_HOME=its prefix) into a
+#     separate directory, and the launch tests run on it.
+# Run from the build directory (scripts/test.sh does). The last line is
+# "N passed, M failed, K skipped"; each stage prints its time.
 set -u
 build=$(pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 venv=${RCOLL_TORCH_VENV:-/var/cache/rcoll-torch-venv}
 spec=${RCOLL_TORCH_SPEC:-torch}
-# installed with DESTDIR (libtool cannot relink librcoll-mpi for a
-# prefix other than the configured one); the prefix is the staged one
-root=$build/torch-root
-prefix=$root$(sed -n 's/^prefix=//p' "$build/rcoll.pc")
+py=$venv/bin/python
 fail() { echo "check-torch: $1"; echo "0 passed, 1 failed"; exit 1; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+unset RCOLL_HOME LD_LIBRARY_PATH PYTHONPATH
 t0=$(date +%s)
 
-if ! "$venv/bin/python" -c "import torch, pytest, pytest_timeout" 2> /dev/null; then
+if ! "$py" -c "import torch, pytest, pytest_timeout" 2> /dev/null; then
     rm -rf "$venv"
     python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
     "$venv/bin/pip" install -q --upgrade pip > /dev/null 2>&1
-    "$venv/bin/pip" install -q "$spec" pytest pytest-timeout numpy ||
+    "$venv/bin/pip" install -q "$spec" pytest pytest-timeout ||
         fail "pip install $spec failed"
 fi
-"$venv/bin/python" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" ||
+"$py" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" ||
     fail "torch in $venv is not 2.x"
-echo "check-torch: torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv ($(( $(date +%s) - t0 )) s)"
+echo "check-torch: torch $("$py" -c 'import torch; print(torch.__version__)') in $venv ($(since $t0))"
 
+# 2. the wheel
 t1=$(date +%s)
-rm -rf "$root"
-make install DESTDIR="$root" > torch-install.out 2>&1 ||
-    { tail -20 torch-install.out; fail "make install DESTDIR=$root failed"; }
+wheels=$build/torch-wheel
+rm -rf "$wheels" "$src/bindings/torch/build"
+MAX_JOBS=$(nproc) "$venv/bin/pip" wheel -q --no-build-isolation --no-deps \
+    -w "$wheels" "$src/bindings/torch" > "$build/torch-wheel.out" 2>&1 ||
+    { tail -40 "$build/torch-wheel.out"; fail "pip wheel ./bindings/torch failed"; }
 rm -rf "$src/bindings/torch/build"
-RCOLL_HOME=$prefix MAX_JOBS=$(nproc) "$venv/bin/pip" install -q \
-    --no-build-isolation --force-reinstall --no-deps "$src/bindings/torch" \
-    > torch-build.out 2>&1 ||
-    { tail -40 torch-build.out; fail "building rcoll_torch failed"; }
-rm -rf "$src/bindings/torch/build"
-echo "check-torch: built rcoll_torch ($(( $(date +%s) - t1 )) s)"
+whl=$(ls "$wheels"/rcoll_torch-*.whl 2> /dev/null | head -n 1)
+[ -n "$whl" ] || fail "no wheel in $wheels"
+echo "check-torch: built $(basename "$whl") ($(ls -s --block-size=K "$whl" | cut -d' ' -f1), $(since $t1))"
+"$py" - "$whl" << 'EOF' || fail "the wheel is not self-contained"
+import subprocess, sys, tempfile, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+names = z.namelist()
+libs = [n for n in names if n.startswith("rcoll_torch/librcoll.so")]
+ext = [n for n in names if n.startswith("rcoll_torch/_C") and n.endswith(".so")]
+eps = [n for n in names if n.endswith("entry_points.txt")]
+assert libs and ext, f"no bundled librcoll or extension in {names}"
+assert eps and "torch.distributed.backends" in z.read(eps[0]).decode(), "no entry point"
+d = tempfile.mkdtemp()
+def dyn(n):
+    return subprocess.check_output(["readelf", "-d", z.extract(n, d)], text=True)
+e, l = dyn(ext[0]), dyn(libs[0])
+assert "$ORIGIN" in e and libs[0].split("/")[-1] in e, e
+for dep in ("ibverbs", "rdmacm", "hwloc", "pmix"):
+    assert dep not in l, f"the bundled librcoll needs {dep}"
+print(f"check-torch: wheel holds {libs[0]} and {ext[0]} (rpath $ORIGIN); "
+      "the library needs no verbs, rdmacm, hwloc or PMIx; entry point "
+      "torch.distributed.backends: rcoll")
+EOF
 
+# 3. the suite on the installed wheel
 t2=$(date +%s)
+"$venv/bin/pip" install -q --force-reinstall --no-deps "$whl" > "$build/torch-install.out" 2>&1 ||
+    { tail -20 "$build/torch-install.out"; fail "pip install $(basename "$whl") failed"; }
+echo "check-torch: the environment holds $("$venv/bin/pip" list 2> /dev/null | tail -n +3 | wc -l) packages: torch's dependencies, pytest, pytest-timeout, rcoll_torch"
 cd "$src/bindings/torch/tests" || fail "no tests directory"
-"$venv/bin/python" -m pytest -q -rs --timeout=600 -p no:cacheprovider \
+"$py" -m pytest -q -rs --timeout=600 -p no:cacheprovider \
     --durations=5 . 2>&1 | tee "$build/torch-tests.out"
-echo "check-torch: tests took $(( $(date +%s) - t2 )) s"
-line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$build/torch-tests.out" | tail -n 1)
-n() { echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $1.*/\1/p"; }
-p=$(n passed); f=$(n failed); e=$(n error); k=$(n skipped)
-p=${p:-0}; f=$(( ${f:-0} + ${e:-0} )); k=${k:-0}
-[ -n "$line" ] || f=$((f + 1))
-# each skip with its reason (pytest -rs), as the other stages list theirs
-grep -E '^SKIPPED' "$build/torch-tests.out" | sed 's/^SKIPPED/SKIP  torch:/'
+echo "check-torch: tests on the wheel took $(since $t2)"
+
+# 4. the developers' build against an installed librcoll
+t3=$(date +%s)
+root=$build/torch-root
+prefix=$root$(sed -n 's/^prefix=//p' "$build/rcoll.pc")
+dev=$build/torch-dev
+rm -rf "$root" "$dev" "$src/bindings/torch/build"
+dev_ok=0
+if make -C "$build" install DESTDIR="$root" > "$build/torch-dev.out" 2>&1 &&
+    RCOLL_HOME=$prefix MAX_JOBS=$(nproc) "$venv/bin/pip" install -q \
+        --no-build-isolation --no-deps --target "$dev" "$src/bindings/torch" \
+        >> "$build/torch-dev.out" 2>&1; then
+    rm -rf "$src/bindings/torch/build"
+    PYTHONPATH=$dev RCOLL_EXPECT_LIBDIR=$prefix/lib "$py" -m pytest -q -rs \
+        --timeout=300 -p no:cacheprovider test_launch.py 2>&1 | tee "$build/torch-dev-tests.out"
+else
+    tail -40 "$build/torch-dev.out"
+fi
+rm -rf "$src/bindings/torch/build"
+echo "check-torch: the RCOLL_HOME build took $(since $t3)"
+
+p=0; f=0; k=0
+num() { v=$(echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $1.*/\1/p"); echo "${v:-0}"; }
+for out in "$build/torch-tests.out" "$build/torch-dev-tests.out"; do
+    line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$out" 2> /dev/null | tail -n 1)
+    p=$((p + $(num passed)))
+    f=$((f + $(num failed) + $(num error)))
+    k=$((k + $(num skipped)))
+    [ -n "$line" ] || { f=$((f + 1)); echo "FAIL  torch: no pytest summary in $(basename "$out")"; }
+    # each skip with its reason (pytest -rs), as the other stages list theirs
+    grep -E '^SKIPPED' "$out" 2> /dev/null | sed 's/^SKIPPED/SKIP  torch:/'
+done
 echo "$p passed, $f failed, $k skipped"
 [ "$f" = 0 ]

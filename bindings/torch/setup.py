@@ -1,37 +1,104 @@
-"""pip install ./bindings/torch: the rcoll c10d backend for torch.distributed.
+"""The rcoll c10d backend for torch.distributed, as one wheel.
 
-Builds against an installed librcoll: the prefix in RCOLL_HOME (its
-include/ and lib/), else pkg-config's rcoll, else /usr/local. The extension
-is linked with an rpath to that lib/ directory. torch 2.x must already be
-installed (the build uses its headers and ABI flags).
+    pip wheel --no-build-isolation ./bindings/torch     # or pip install
+
+builds librcoll from this source tree (configure + make, in the build
+directory) and puts it next to the extension in the wheel, which finds it
+through an rpath of $ORIGIN. librcoll loads libibverbs, librdmacm, hwloc
+and PMIx at run time when a host has them (src/util/dl.c), so the wheel
+runs on hosts with and without RDMA. Building needs a C compiler and, from
+a git checkout, autoconf/automake/libtool (configure is generated); the
+verbs/hwloc/PMIx headers, when present, enable those parts. Extra configure
+arguments: RCOLL_CONFIGURE_FLAGS. The rcoll tree: RCOLL_SRC (default: two
+levels up from this file).
+
+Developers with an installed librcoll set RCOLL_HOME to its prefix: the
+extension is then built against that library (its include/ and lib/, rpath
+there) and nothing is bundled.
+
+torch must be the one the extension will run with: build with
+--no-build-isolation in the environment that holds it.
 """
+import glob
 import os
 import shlex
+import shutil
 import subprocess
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-
-def rcoll_dirs():
-    home = os.environ.get("RCOLL_HOME")
-    if home:
-        return [os.path.join(home, "include")], [os.path.join(home, "lib")]
-    try:
-        cflags = subprocess.check_output(
-            ["pkg-config", "--cflags-only-I", "rcoll"], text=True)
-        libs = subprocess.check_output(
-            ["pkg-config", "--libs-only-L", "rcoll"], text=True)
-        inc = [f[2:] for f in shlex.split(cflags) if f.startswith("-I")]
-        lib = [f[2:] for f in shlex.split(libs) if f.startswith("-L")]
-        if lib:
-            return inc, lib
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return ["/usr/local/include"], ["/usr/local/lib"]
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-inc, lib = rcoll_dirs()
+def run(cmd, cwd):
+    print("rcoll_torch:", " ".join(cmd), flush=True)
+    subprocess.check_call(cmd, cwd=cwd)
+
+
+def soname(path):
+    """The DT_SONAME of a shared library (librcoll.so.0)."""
+    out = subprocess.check_output(["readelf", "-d", path], text=True)
+    for line in out.splitlines():
+        if "(SONAME)" in line:
+            return line.split("[", 1)[1].split("]", 1)[0]
+    raise RuntimeError(f"{path} has no SONAME")
+
+
+class BuildWithRcoll(BuildExtension):
+    """Builds librcoll first (unless RCOLL_HOME names an installed one) and
+    ships it in the package directory next to _C."""
+
+    def build_librcoll(self):
+        src = os.path.abspath(os.environ.get("RCOLL_SRC",
+                                             os.path.join(HERE, "..", "..")))
+        if not os.path.exists(os.path.join(src, "configure.ac")):
+            raise RuntimeError(f"no rcoll source tree at {src} (set RCOLL_SRC)")
+        if not os.path.exists(os.path.join(src, "configure")):
+            run(["sh", "./autogen.sh"], src)
+        bld = os.path.abspath(os.path.join(self.build_temp, "librcoll"))
+        os.makedirs(bld, exist_ok=True)
+        if not os.path.exists(os.path.join(bld, "Makefile")):
+            flags = shlex.split(os.environ.get("RCOLL_CONFIGURE_FLAGS", ""))
+            run([os.path.join(src, "configure"), "--disable-static",
+                 "--without-mpi"] + flags, bld)
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        run(["make", "-j" + jobs, "librcoll.la"], bld)
+        real = os.path.realpath(os.path.join(bld, ".libs", "librcoll.so"))
+        return os.path.join(src, "include"), bld, real
+
+    def build_extensions(self):
+        home = os.environ.get("RCOLL_HOME")
+        if home:
+            inc, libdir, self.bundle = (os.path.join(home, "include"),
+                                        os.path.join(home, "lib"), None)
+            rpath = libdir
+        else:
+            inc, bld, self.bundle = self.build_librcoll()
+            # link against the name the loader will look for, in a
+            # directory holding only it
+            libdir = os.path.join(bld, "link")
+            os.makedirs(libdir, exist_ok=True)
+            for old in glob.glob(os.path.join(libdir, "librcoll.so*")):
+                os.remove(old)
+            shutil.copy2(self.bundle, os.path.join(libdir, soname(self.bundle)))
+            os.symlink(soname(self.bundle), os.path.join(libdir, "librcoll.so"))
+            rpath = "$ORIGIN"
+        for ext in self.extensions:
+            ext.include_dirs.append(inc)
+            ext.library_dirs.append(libdir)
+            ext.runtime_library_dirs.append(rpath)
+        super().build_extensions()
+        if self.bundle:
+            name = soname(self.bundle)
+            dirs = [os.path.join(self.build_lib, "rcoll_torch")]
+            if self.inplace:
+                dirs.append(os.path.join(HERE, "rcoll_torch"))
+            for d in dirs:
+                os.makedirs(d, exist_ok=True)
+                shutil.copy2(self.bundle, os.path.join(d, name))
+
+
 setup(
     name="rcoll_torch",
     version="0.1.0",
@@ -41,12 +108,13 @@ setup(
         CppExtension(
             "rcoll_torch._C",
             ["rcoll_torch/csrc/ProcessGroupRcoll.cpp"],
-            include_dirs=inc,
-            library_dirs=lib,
-            runtime_library_dirs=lib,
             libraries=["rcoll"],
             extra_compile_args=["-O2", "-Wall"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildWithRcoll},
+    # init_process_group("rcoll") finds the backend without an import
+    # (torch versions that read this entry-point group)
+    entry_points={"torch.distributed.backends": [
+        "rcoll = rcoll_torch:register_backend"]},
 )
