@@ -1,8 +1,9 @@
 #!/bin/sh
 # The PyTorch backend's tests (bindings/torch/tests, pytest), on the wheel a
 # user installs:
-#  1. a virtual environment with torch 2.x from PyPI and the test runner
-#     (pytest, pytest-timeout) only (RCOLL_TORCH_VENV, default
+#  1. a virtual environment with torch 2.x from PyPI, the test runner
+#     (pytest, pytest-timeout) and numpy (torch's *_object_list calls need
+#     it, and torch does not depend on it) only (RCOLL_TORCH_VENV, default
 #     /var/cache/rcoll-torch-venv, kept between runs; RCOLL_TORCH_SPEC picks
 #     torch, "torch" by default: the current release);
 #  2. `pip wheel --no-build-isolation ./bindings/torch`: builds its own
@@ -28,11 +29,11 @@ since() { echo "$(( $(date +%s) - $1 )) s"; }
 unset RCOLL_HOME LD_LIBRARY_PATH PYTHONPATH
 t0=$(date +%s)
 
-if ! "$py" -c "import torch, pytest, pytest_timeout" 2> /dev/null; then
+if ! "$py" -c "import torch, pytest, pytest_timeout, numpy" 2> /dev/null; then
     rm -rf "$venv"
     python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
     "$venv/bin/pip" install -q --upgrade pip > /dev/null 2>&1
-    "$venv/bin/pip" install -q "$spec" pytest pytest-timeout ||
+    "$venv/bin/pip" install -q "$spec" pytest pytest-timeout numpy ||
         fail "pip install $spec failed"
 fi
 "$py" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" ||
@@ -75,7 +76,7 @@ EOF
 t2=$(date +%s)
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$whl" > "$build/torch-install.out" 2>&1 ||
     { tail -20 "$build/torch-install.out"; fail "pip install $(basename "$whl") failed"; }
-echo "check-torch: the environment holds $("$venv/bin/pip" list 2> /dev/null | tail -n +3 | wc -l) packages: torch's dependencies, pytest, pytest-timeout, rcoll_torch"
+echo "check-torch: the environment holds $("$venv/bin/pip" list 2> /dev/null | tail -n +3 | wc -l) packages: torch's dependencies, pytest, pytest-timeout, numpy, rcoll_torch"
 cd "$src/bindings/torch/tests" || fail "no tests directory"
 "$py" -m pytest -q -rs --timeout=600 -p no:cacheprovider \
     --durations=5 . 2>&1 | tee "$build/torch-tests.out"
