@@ -213,6 +213,23 @@ typedef struct {
     uint64_t done;      /* the last operation this rank has finished */
 } rcoll_area_ctl_t;
 
+/* The end of a ctx_create that failed part-way, for every transport: the
+ * context is destroyed as an abort whose reason is the error being
+ * reported (so the peers connected so far learn why), and that error is
+ * kept for the caller. Returns st. (Inline: transport.c names every
+ * transport, so a call into it from one would be a cycle.) */
+static inline rcoll_status_t
+rcoll_tl_create_failed(rcoll_tl_ctx_t *ctx,
+                       void (*destroy)(rcoll_tl_ctx_t *, int, const char *),
+                       rcoll_status_t st)
+{
+    /* the abort's own sends must not overwrite the error being reported */
+    char why[512];
+    snprintf(why, sizeof(why), "%s", rcoll_last_error());
+    destroy(ctx, 1, why);
+    return rcoll__set_error(st, "%s", why);
+}
+
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];
 

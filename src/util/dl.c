@@ -157,6 +157,11 @@ DL_FN(V, struct ibv_pd *, ibv_alloc_pd, (struct ibv_context *c), (c), NULL)
 DL_FN(V, int, ibv_dealloc_pd, (struct ibv_pd *pd), (pd), -1)
 DL_FN(V, struct ibv_mr *, ibv_reg_mr,
       (struct ibv_pd *pd, void *a, size_t n, int acc), (pd, a, n, acc), NULL)
+/* what verbs.h's ibv_reg_mr inline calls when it cannot prove the access
+ * flags constant (clang at -O1 does not) */
+DL_FN(V, struct ibv_mr *, ibv_reg_mr_iova2,
+      (struct ibv_pd *pd, void *a, size_t n, uint64_t iova, unsigned int acc),
+      (pd, a, n, iova, acc), NULL)
 DL_FN(V, int, ibv_dereg_mr, (struct ibv_mr *mr), (mr), -1)
 DL_FN(V, struct ibv_comp_channel *, ibv_create_comp_channel,
       (struct ibv_context *c), (c), NULL)

@@ -15,17 +15,20 @@ command -v "$CC" > /dev/null || { echo "no clang: fuzz targets skipped"; exit 77
 mkdir -p "$O"; O=$(cd "$O" && pwd)
 FL="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 INC="-I$S/include -I$S/src -I$B -I$S/tests/fuzz"
+# the optional libraries' headers where configure found them (dl.c)
+for v in PMIX VERBS RDMACM HWLOC; do
+    INC="$INC $(sed -n "s/^${v}_CPPFLAGS = //p" "$B/Makefile")"
+done
 # the library code the targets reach, instrumented for coverage
 CORE="$S/src/util/log.c $S/src/util/misc.c $S/src/util/params.c
       $S/src/util/sock.c $S/src/util/status.c $S/src/bootstrap/bootstrap.c
       $S/src/topo/topo.c $S/src/core/diag_msg.c
-      $S/src/proto/rcache.c $S/src/proto/memmon.c"
+      $S/src/proto/rcache.c $S/src/proto/memmon.c $S/src/util/dl.c"
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$O/probe.c"
 $CC $FL "$O/probe.c" -o "$O/probe" 2> /dev/null || { echo "clang has no libFuzzer here: skipped"; exit 77; }
 pass=0; fail=0
-LIBS="-lpthread -lm"
-grep -q '^#define HAVE_VERBS 1' "$B/config.h" && grep -q '^#define HAVE_RDMACM 1' "$B/config.h" &&
-    LIBS="$LIBS -libverbs -lrdmacm"
+# verbs and rdmacm are loaded at run time by src/util/dl.c, as in librcoll
+LIBS="-lpthread -lm -ldl"
 for t in ${FUZZ_TARGETS:-unique_id boot_table config auth tcp_stream ib_signal shm_ring topo_xml diag_msg}; do
     src="$S/tests/fuzz/fuzz_$t.c"
     if ! $CC $FL $INC "$src" $CORE -o "$O/fuzz_$t" $LIBS > "$O/$t.build.log" 2>&1; then

@@ -2186,15 +2186,7 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    {
-        /* the peers connected so far learn why; the abort's own sends
-         * must not overwrite the error the caller reports */
-        char why[512];
-        snprintf(why, sizeof(why), "%s", rcoll_last_error());
-        ib_ctx_destroy(ctx, 1, why);
-        rcoll__set_error(st, "%s", why);
-    }
-    return st;
+    return rcoll_tl_create_failed(ctx, ib_ctx_destroy, st);
 }
 
 static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)

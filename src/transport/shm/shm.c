@@ -782,6 +782,71 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
     return RCOLL_OK;
 }
 
+/* This rank's segment: its header, a ring per local peer and the shared
+ * area, reserved in /dev/shm now (a full /dev/shm is an error here, not a
+ * SIGBUS in the middle of a collective) and mapped; its name in `name`. */
+static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
+                                         size_t name_len)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    uint8_t rnd[8];
+    char hex[17];
+    unsigned long ns = shm_pidns();
+    rcoll_status_t st;
+    shm_sweep_stale(ns);
+    if ((st = rcoll_random_bytes(rnd, sizeof(rnd))) != RCOLL_OK)
+        return st;
+    rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
+    snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
+             (int)getpid(), hex);
+    ctx->len = sizeof(shm_seg_hdr_t) +
+               (size_t)ctx->npeers * shm_ring_bytes(ctx->slot_size, p->nslots);
+    /* the shared area, after the rings (coll/area.c) */
+    size_t area_off = SHM_ALIGN(ctx->len);
+    size_t area_len = rcoll_config.shm_area
+                          ? RCOLL_AREA_LEN(rcoll_config.shm_area)
+                          : 0;
+    if (area_len)
+        ctx->len = area_off + area_len;
+    int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create "
+                                "its segment %s: %s", r, ctx->name,
+                                strerror(errno));
+    ctx->named = 1;
+    int rc = posix_fallocate(fd, 0, (off_t)ctx->len);
+    if (rc != 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: cannot reserve "
+                                "%zu bytes in /dev/shm for %s: %s (lower "
+                                "RCOLL_CHUNK_SIZE or RCOLL_NSLOTS, or set "
+                                "RCOLL_TRANSPORTS=^shm)", ctx->len,
+                                ctx->name, strerror(rc));
+    }
+    void *m = mmap(NULL, ctx->len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map "
+                                "its segment %s: %s", r, ctx->name,
+                                strerror(errno));
+    ctx->base = m;
+    ctx->hdr = m;
+    ctx->hdr->rank = r;
+    ctx->hdr->pid = (int32_t)getpid();
+    ctx->hdr->probe_addr = (uint64_t)(uintptr_t)&ctx->hdr->magic;
+    ctx->hdr->chunk_size = p->chunk_size;
+    ctx->hdr->nslots = (uint32_t)p->nslots;
+    ctx->hdr->nrings = (uint32_t)ctx->npeers;
+    ctx->hdr->area_off = area_len ? area_off : 0;
+    ctx->hdr->area_len = area_len;
+    ctx->hdr->state = SHM_LIVE;
+    __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+    snprintf(name, name_len, "%s", ctx->name);
+    return RCOLL_OK;
+}
+
 static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
                                      rcoll_tl_ctx_t **ctx_p,
                                      rcoll_tl_ep_t **eps)
@@ -824,67 +889,10 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ctx->eps[i] = ep;
         ctx->npeers++;
     }
-    if (ctx->npeers) {
-        uint8_t rnd[8];
-        char hex[17];
-        unsigned long ns = shm_pidns();
-        shm_sweep_stale(ns);
-        if ((st = rcoll_random_bytes(rnd, sizeof(rnd))) != RCOLL_OK)
-            goto err;
-        rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
-        snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
-                 (int)getpid(), hex);
-        ctx->len = sizeof(shm_seg_hdr_t) +
-                   (size_t)ctx->npeers *
-                       shm_ring_bytes(ctx->slot_size, p->nslots);
-        /* the shared area, after the rings (coll/area.c) */
-        size_t area_off = SHM_ALIGN(ctx->len);
-        size_t area_len = rcoll_config.shm_area
-                              ? RCOLL_AREA_LEN(rcoll_config.shm_area)
-                              : 0;
-        if (area_len)
-            ctx->len = area_off + area_len;
-        int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-        if (fd < 0) {
-            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create its segment %s: %s", r,
-                                  ctx->name, strerror(errno));
-            goto err;
-        }
-        ctx->named = 1;
-        /* reserve the memory now: a full /dev/shm must be an error here,
-         * not a SIGBUS in the middle of a collective */
-        int rc = posix_fallocate(fd, 0, (off_t)ctx->len);
-        if (rc != 0) {
-            close(fd);
-            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: cannot reserve "
-                                  "%zu bytes in /dev/shm for %s: %s (lower "
-                                  "RCOLL_CHUNK_SIZE or RCOLL_NSLOTS, or set "
-                                  "RCOLL_TRANSPORTS=^shm)", ctx->len,
-                                  ctx->name, strerror(rc));
-            goto err;
-        }
-        void *m = mmap(NULL, ctx->len, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_POPULATE, fd, 0);
-        close(fd);
-        if (m == MAP_FAILED) {
-            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map its segment %s: %s", r,
-                                  ctx->name, strerror(errno));
-            goto err;
-        }
-        ctx->base = m;
-        ctx->hdr = m;
-        ctx->hdr->rank = r;
-        ctx->hdr->pid = (int32_t)getpid();
-        ctx->hdr->probe_addr = (uint64_t)(uintptr_t)&ctx->hdr->magic;
-        ctx->hdr->chunk_size = p->chunk_size;
-        ctx->hdr->nslots = (uint32_t)p->nslots;
-        ctx->hdr->nrings = (uint32_t)ctx->npeers;
-        ctx->hdr->area_off = area_len ? area_off : 0;
-        ctx->hdr->area_len = area_len;
-        ctx->hdr->state = SHM_LIVE;
-        __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
-        snprintf(addrs[r].name, sizeof(addrs[r].name), "%s", ctx->name);
-    }
+    if (ctx->npeers &&
+        (st = shm_segment_create(ctx, addrs[r].name, sizeof(addrs[r].name))) !=
+            RCOLL_OK)
+        goto err;
     /* every rank takes part: setup is collective */
     st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
     if (st != RCOLL_OK)
@@ -918,15 +926,7 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    {
-        /* the peers connected so far learn why; the abort's own sends
-         * must not overwrite the error the caller reports */
-        char why[512];
-        snprintf(why, sizeof(why), "%s", rcoll_last_error());
-        shm_ctx_destroy(ctx, 1, why);
-        rcoll__set_error(st, "%s", why);
-    }
-    return st;
+    return rcoll_tl_create_failed(ctx, shm_ctx_destroy, st);
 }
 
 static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,

@@ -1071,13 +1071,186 @@ static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason);
 
+/* An endpoint with its sockets for every peer this rank talks to. */
+static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
+                                    const uint8_t *use)
+{
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        if (i == ctx->p.rank || !use[i])
+            continue;
+        tcp_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
+                                        sizeof(tcp_sock_t)))) {
+            free(ep);
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        }
+        ctx->eps[i] = ep;
+        ep->ctx = ctx;
+        ep->peer = i;
+        for (int k = 0; k < ctx->nsocks; k++)
+            if (tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
+                return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    }
+    return RCOLL_OK;
+}
+
+/* Listens on the bootstrap's interface; every rank's address in addrs. */
+static rcoll_status_t tcp_listen_exchange(struct rcoll_tl_ctx *ctx,
+                                          rcoll_sockaddr_t *addrs)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    rcoll_sockaddr_t me = p->bs->peers[p->rank].boot_addr;
+    char a[128];
+    rcoll_status_t st;
+    if (me.sa.sa_family == AF_INET)
+        me.sin.sin_port = 0;
+    else
+        me.sin6.sin6_port = 0;
+    if ((st = rcoll_sock_listen(&me, 0, &ctx->listen_fd)) != RCOLL_OK)
+        return st;
+    addrs[p->rank] = me;
+    if ((st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs))) !=
+        RCOLL_OK)
+        return st;
+    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
+                "per peer", p->rank, rcoll_sock_addr_str(&me, a, sizeof(a)),
+                ctx->nsocks);
+    return RCOLL_OK;
+}
+
+/* The lower ranks whose connections have not all arrived: the culprits
+ * when the accept loop times out. */
+static void tcp_missing_lower(const struct rcoll_tl_ctx *ctx,
+                              const uint8_t *use, char *miss, size_t len)
+{
+    size_t off = 0;
+    miss[0] = 0;
+    for (int q = 0; q < ctx->p.rank && off < len - 16; q++) {
+        if (!use[q] || !ctx->eps[q])
+            continue;
+        for (int k = 0; k < ctx->nsocks; k++)
+            if (ctx->eps[q]->socks[k].fd < 0) {
+                off += (size_t)snprintf(miss + off, len - off,
+                                        " rank %d (%s pid %d)", q,
+                                        ctx->p.bs->peers[q].hostname,
+                                        (int)ctx->p.bs->peers[q].pid);
+                break;
+            }
+    }
+}
+
+/* An authenticated hello with other settings than ours: both sides would
+ * fail later in confusing ways, so stop here and say why. */
+static rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                                      const tcp_hello_t *h)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
+        h->nslots == p->nslots)
+        return RCOLL_OK;
+    return rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
+        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
+        "%d): set them the same on every rank", p->rank, h->rank,
+        ctx->nsocks, h->nsocks, p->chunk_size,
+        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
+}
+
+/* Accepts every socket of every lower peer (`lower` of them). */
+static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
+                                       const uint8_t *use, int lower,
+                                       double deadline)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    rcoll_status_t st = RCOLL_OK;
+    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    if (!acc)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
+                        "tcp");
+    for (int got = 0; got < lower * ctx->nsocks;) {
+        int fd, ready;
+        tcp_hello_t h;
+        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
+        if (st != RCOLL_OK) {
+            char miss[256];
+            tcp_missing_lower(ctx, use, miss, sizeof(miss));
+            st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
+                                  "connections from lower ranks arrived; "
+                                  "missing from:%s: %s", r, got,
+                                  lower * ctx->nsocks, miss,
+                                  rcoll_last_error());
+            break;
+        }
+        if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
+            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
+            rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
+            close(fd);
+            continue;
+        }
+        if ((st = tcp_hello_agree(ctx, &h)) != RCOLL_OK) {
+            close(fd);
+            break;
+        }
+        if ((st = tcp_sock_setup(ctx, h.rank, h.idx, fd)) != RCOLL_OK)
+            break;
+        got++;
+    }
+    rcoll_acceptor_fini(acc);
+    free(acc);
+    return st;
+}
+
+/* Connects every socket to every higher peer. */
+static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
+                                         const uint8_t *use,
+                                         const rcoll_sockaddr_t *addrs,
+                                         double deadline)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    char a[128];
+    rcoll_status_t st;
+    for (int peer = r + 1; peer < p->nranks; peer++) {
+        for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
+            int fd;
+            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
+                             p->chunk_size, p->nslots, 0};
+            /* its listener was up before the address exchange: refused
+             * means it died (1 s covers a full accept queue) */
+            st = rcoll_sock_connect_peer(
+                &addrs[peer], deadline,
+                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
+            if (st == RCOLL_OK) {
+                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
+                                             deadline);
+                if (st != RCOLL_OK)
+                    close(fd);
+            }
+            if (st != RCOLL_OK)
+                return rcoll__set_error(st, "tcp: rank %d cannot connect to "
+                                        "rank %d at %s: %s", r, peer,
+                                        rcoll_sock_addr_str(&addrs[peer], a,
+                                                            sizeof(a)),
+                                        rcoll_last_error());
+            if ((st = tcp_sock_setup(ctx, peer, k, fd)) != RCOLL_OK)
+                return st;
+        }
+    }
+    return RCOLL_OK;
+}
+
+/* Sockets to every peer of this rank: listen and exchange addresses, then
+ * a full mesh among the peers, accepting everything from lower ranks
+ * before connecting to higher ones (no cycle, so no deadlock). */
 static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                                      rcoll_tl_ctx_t **ctx_p,
                                      rcoll_tl_ep_t **eps)
 {
     struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
-    rcoll_sockaddr_t *addrs = NULL, me;
-    char ifname[64], a[128];
+    rcoll_sockaddr_t *addrs = NULL;
     rcoll_status_t st;
     int n = p->nranks, r = p->rank;
     double deadline = rcoll_time_sec() + p->timeout;
@@ -1100,141 +1273,17 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     int lower = 0;
     for (int i = 0; i < r; i++)
         lower += use[i];
-    for (int i = 0; i < n; i++) {
-        if (i == r || !use[i])
-            continue;
-        tcp_ep_t *ep = calloc(1, sizeof(*ep));
-        if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
-                                        sizeof(tcp_sock_t)))) {
-            free(ep);
-            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-            goto err;
-        }
-        ctx->eps[i] = ep;
-        ep->ctx = ctx;
-        ep->peer = i;
-        for (int k = 0; k < ctx->nsocks; k++)
-            if (tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0) {
-                st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-                goto err;
-            }
-    }
-    /* listen on the bootstrap's interface, exchange addresses */
-    me = p->bs->peers[r].boot_addr;
-    if (me.sa.sa_family == AF_INET)
-        me.sin.sin_port = 0;
-    else
-        me.sin6.sin6_port = 0;
-    (void)ifname;
-    st = rcoll_sock_listen(&me, 0, &ctx->listen_fd);
-    if (st != RCOLL_OK)
-        goto err;
-    addrs[r] = me;
-    st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
-    if (st != RCOLL_OK)
-        goto err;
-    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
-                "per peer", r, rcoll_sock_addr_str(&me, a, sizeof(a)),
-                ctx->nsocks);
-    /* full mesh among our peers: accept everything from lower ranks, then
-     * connect to higher ones (no cycle, so no deadlock) */
-    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
-    if (!acc) {
-        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-        goto err;
-    }
-    rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
-                        "tcp");
-    for (int got = 0; got < lower * ctx->nsocks;) {
-        int fd, ready;
-        tcp_hello_t h;
-        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
-        if (st != RCOLL_OK) {
-            /* name the ranks that did not connect: the culprits */
-            char miss[256] = "";
-            size_t off = 0;
-            for (int q = 0; q < r && off < sizeof(miss) - 16; q++) {
-                if (!use[q] || !ctx->eps[q])
-                    continue;
-                for (int k = 0; k < ctx->nsocks; k++)
-                    if (ctx->eps[q]->socks[k].fd < 0) {
-                        off += (size_t)snprintf(miss + off, sizeof(miss) - off,
-                                                " rank %d (%s pid %d)", q,
-                                                p->bs->peers[q].hostname,
-                                                (int)p->bs->peers[q].pid);
-                        break;
-                    }
-            }
-            st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
-                                  "connections from lower ranks arrived; "
-                                  "missing from:%s: %s", r, got,
-                                  lower * ctx->nsocks, miss,
-                                  rcoll_last_error());
-            break;
-        }
-        if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
-            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
-            rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
-            close(fd);
-            continue;
-        }
-        if (h.nsocks != ctx->nsocks || h.chunk_size != p->chunk_size ||
-            h.nslots != p->nslots) {
-            /* an authenticated rank with other settings: both would fail
-             * later in confusing ways, so stop here and say why */
-            close(fd);
-            st = rcoll__set_error(
-                RCOLL_ERR_INVALID_ARGUMENT,
-                "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
-                "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
-                "%d): set them the same on every rank", r, h.rank,
-                ctx->nsocks, h.nsocks, p->chunk_size,
-                (unsigned long long)h.chunk_size, p->nslots, h.nslots);
-            break;
-        }
-        st = tcp_sock_setup(ctx, h.rank, h.idx, fd);
-        if (st != RCOLL_OK)
-            break;
-        got++;
-    }
-    rcoll_acceptor_fini(acc);
-    free(acc);
-    if (st != RCOLL_OK)
+    if ((st = tcp_alloc_eps(ctx, use)) != RCOLL_OK ||
+        (st = tcp_listen_exchange(ctx, addrs)) != RCOLL_OK ||
+        (st = tcp_accept_lower(ctx, use, lower, deadline)) != RCOLL_OK)
         goto err;
     /* every lower rank is connected and higher ones are ours to call: the
      * listener has done its work (left open, a stranger could still
      * connect to it for the communicator's life) */
     close(ctx->listen_fd);
     ctx->listen_fd = -1;
-    for (int peer = r + 1; peer < n; peer++) {
-        for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
-            int fd;
-            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
-                             p->chunk_size, p->nslots, 0};
-            /* its listener was up before the address exchange: refused
-             * means it died (1 s covers a full accept queue) */
-            st = rcoll_sock_connect_peer(
-                &addrs[peer], deadline,
-                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
-            if (st == RCOLL_OK) {
-                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
-                                             deadline);
-                if (st != RCOLL_OK)
-                    close(fd);
-            }
-            if (st != RCOLL_OK) {
-                st = rcoll__set_error(st, "tcp: rank %d cannot connect to "
-                                      "rank %d at %s: %s", r, peer,
-                                      rcoll_sock_addr_str(&addrs[peer], a,
-                                                          sizeof(a)),
-                                      rcoll_last_error());
-                goto err;
-            }
-            st = tcp_sock_setup(ctx, peer, k, fd);
-            if (st != RCOLL_OK)
-                goto err;
-        }
-    }
+    if ((st = tcp_connect_higher(ctx, use, addrs, deadline)) != RCOLL_OK)
+        goto err;
     free(addrs);
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
@@ -1242,15 +1291,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     return RCOLL_OK;
 err:
     free(addrs);
-    {
-        /* the peers connected so far learn why; the abort's own sends
-         * must not overwrite the error the caller reports */
-        char why[512];
-        snprintf(why, sizeof(why), "%s", rcoll_last_error());
-        tcp_ctx_destroy(ctx, 1, why);
-        rcoll__set_error(st, "%s", why);
-    }
-    return st;
+    return rcoll_tl_create_failed(ctx, tcp_ctx_destroy, st);
 }
 
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
