@@ -8,7 +8,11 @@
  * Without libibverbs/librdmacm the target does nothing. */
 #include "config.h"
 #if defined(HAVE_VERBS) && defined(HAVE_RDMACM)
-#include "../../src/transport/ib/ib.c"
+/* the whole transport in this translation unit: its static functions
+ * (conn_data_check) are what is fuzzed */
+#include "../../src/transport/ib/ib_mem.c"
+#include "../../src/transport/ib/ib_data.c"
+#include "../../src/transport/ib/ib_conn.c"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

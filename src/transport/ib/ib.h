@@ -1,0 +1,272 @@
+/* The RDMA verbs transport: RC queue pairs, RCOLL_IB_QPS_PER_PEER per peer,
+ * messages striped round-robin over them (message i on QP i % nqps, so each
+ * peer pair stays a FIFO). The same slot/credit protocol as TCP and shm:
+ *
+ * - Every QP owns a registered ring of nslots receive slots on the receiver
+ *   (plus a small control area for an abort reason). A message is one RDMA
+ *   WRITE of its header and payload straight into the next slot, signalled
+ *   with a 32-bit word: type, credits handed back, slot. The word travels
+ *   as the immediate of RDMA_WRITE_WITH_IMM, or - on iWARP devices without
+ *   immediate data, such as siw - as a 4-byte inline SEND right after the
+ *   WRITE (RC delivers it after the WRITE is placed). Both ends must agree:
+ *   immediates are used only if both devices have them (RCOLL_IB_IMM).
+ * - Credits ride on every message; alone (a zero-byte WRITE_WITH_IMM, or a
+ *   SEND) only at half the slots or when the engine idles. No atomics, no
+ *   SRQ, one receive SGE: the limits of eRDMA.
+ * - Connections: librdmacm (RCOLL_IB_CONNECT=cm; the only way on iWARP),
+ *   the ring's address and rkey in the connection's private data with a MAC
+ *   of the job secret; or (oob: InfiniBand and RoCE) QP numbers exchanged
+ *   through the authenticated bootstrap and the QPs moved to RTS by hand.
+ * - Completions: polled by the engine each turn; before it sleeps the CQ is
+ *   armed (ibv_req_notify_cq) and the completion channel's fd is in its
+ *   epoll set. A failed completion or a disconnect fails the peer by name.
+ *
+ * Payloads are copied into a registered staging slot (or go inline when
+ * small), except from memory the user registered (rcoll_comm_register):
+ * then the WRITE gathers the header from staging and the payload in place,
+ * and the send is done when its completion arrives.
+ *
+ * Receives in place (recv_place, from RCOLL_IB_PLACE_MIN bytes): the
+ * receiver registers the destination and tells the sender where it is (a
+ * PLACE notice through a slot, which the receiver's engine never sees:
+ * the sender takes it when it arrives). The sender then RDMA-writes each
+ * matching payload straight into the destination, followed by the header
+ * alone into the slot, signalled as IMM_PLACED; RC ordering puts the data
+ * there before the signal. Data sent before the notice arrived goes
+ * through the slots as ever. Unposting deregisters the destination, so a
+ * write that comes later (a failed operation's) fails on the sender's
+ * queue pair instead of touching freed memory. Destinations and sources
+ * of zero-copy sends are registered through the registration cache
+ * (proto/rcache.c), which learns of freed and unmapped memory.
+ *
+ * The transport is three files, each calling only the ones after it:
+ * ib_conn.c (devices, addresses, connecting QPs by rdma_cm or out of band,
+ * context create/destroy, the ops table), ib_data.c (sending, completions,
+ * credits, receives, failures and asynchronous events) and ib_mem.c
+ * (registrations, the cache's hooks, the QPs' rings, receive-in-place
+ * destinations). This header holds what they share. */
+#ifndef RCOLL_IB_H
+#define RCOLL_IB_H
+
+#include "transport/transport.h"
+#include "transport/slots.h"
+#include "proto/rcache.h"
+#include "util/dl.h"
+#include "util/params.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define IB_HDR 64       /* slot bytes before the payload */
+#define IB_HDR_OFF (IB_HDR - sizeof(rcoll_msg_hdr_t)) /* header ends there */
+#define IB_CTRL 512     /* after the slots: an abort's reason */
+#define IB_MAGIC 0x69627631U /* "ibv1" */
+#define IB_CM_TRIES 8   /* rdma_connect redone on a local port collision */
+
+/* the 32-bit word that signals a message */
+#define IMM(t, c, a) ((uint32_t)(t) << 30 | (uint32_t)(c) << 16 | (uint32_t)(a))
+#define IMM_TYPE(x) ((x) >> 30)
+#define IMM_CREDITS(x) (((x) >> 16) & 0x3fffU)
+#define IMM_ARG(x) ((x) & 0xffffU)
+enum { IMM_PLACED = 0, IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
+/* a header kind of the transport's own (the class bits of
+ * rcoll_msg_hdr_t.kind no operation uses): a PLACE notice */
+#define IB_KIND_PLACE (0x7fu << 24)
+#define IB_NPLACE 8   /* receives in place posted per peer at a time */
+#define IB_NRPLACE 16 /* a peer's destinations remembered per peer */
+/* slot flags (receive side) */
+enum { SLOT_PLAIN = 0, SLOT_PLACED = 1, SLOT_TL = 2 };
+
+/* A PLACE notice's payload: which messages, and where they go. */
+typedef struct {
+    uint64_t seq, total, chunk, addr, bytes;
+    uint32_t kind, step, tag, rkey;
+} ib_place_msg_t;
+enum { CTRL_BYE = 1, CTRL_ABORT = 2 };
+#define IB_MAX_CREDITS 0x3fff
+
+/* what a work request was, in its wr_id (with the QP's index above) */
+enum { WR_DATA = 1, WR_NOTE = 2, WR_RECV = 3 };
+#define WRID(q, kind, i) ((uint64_t)(q)->gidx << 32 | (uint64_t)(i) << 4 | (kind))
+
+typedef struct ib_ep ib_ep_t;
+
+typedef struct {
+    ib_ep_t *ep;
+    int idx;                  /* among the peer's QPs */
+    int gidx;                 /* in ctx->qps */
+    struct rdma_cm_id *id;    /* cm mode */
+    struct ibv_qp *qp;
+    int up;                   /* connected */
+    int ended;                /* error, flush or disconnect seen */
+    int imm;                  /* signal with immediates (else WRITE+SEND) */
+    int active;               /* we connected (cm): the reply has the ring */
+    int heard;                /* a message from the peer arrived on it */
+    int cm_tries;             /* connection attempts redone (cm, active) */
+    /* receive side */
+    char *rx;                 /* nslots slots + IB_CTRL */
+    struct ibv_mr *rx_mr;
+    uint32_t *rbuf;           /* a 4-byte SEND target per receive WR */
+    struct ibv_mr *rbuf_mr;
+    int nrecv;
+    rcoll_slots_t sl;         /* the slot/credit state, both ways */
+    unsigned char *rx_flag;   /* by slot: SLOT_* */
+    int bye, aborted;         /* what the peer said on this QP */
+    /* send side */
+    char *tx;                 /* staging: nslots slots + IB_CTRL */
+    struct ibv_mr *tx_mr;
+    uint64_t raddr;           /* the peer's ring */
+    uint32_t rkey;
+    uint64_t tx_seq;          /* data messages posted (remote slot = % n) */
+    uint64_t tx_done;         /* data messages completed (staging free) */
+    void **tx_cookie;         /* by slot: a zero-copy send's cookie */
+    rcoll_rcache_entry_t **tx_rent; /* by slot: the cached registration a
+                                 zero-copy send reads through */
+    int sq_free;              /* send queue entries */
+    int cq_out;               /* its work requests not completed yet (each
+                                 takes an entry of the CQ until polled) */
+    /* oob mode */
+    uint32_t psn;
+} ib_qp_t;
+
+struct ib_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    ib_qp_t *qps;
+    uint64_t tx_seq, rx_seq;
+    int failed;
+    int aborted;
+    char abort_reason[IB_CTRL];
+    char fail_msg[1024];
+    /* the peeked slot's header, copied out of the ring: the peer can
+     * RDMA-write the ring at any time, so the engine checks this copy */
+    rcoll_msg_hdr_t rx_hdr;
+    /* receives in place we posted: registered destinations */
+    struct {
+        rcoll_tl_place_t pl;
+        struct ibv_mr *mr;
+        rcoll_rcache_entry_t *rent; /* its registration (the cache's) */
+        size_t landed;
+    } place[IB_NPLACE];
+    int nplace;
+    /* the peer's: where its receives want our data */
+    ib_place_msg_t rplace[IB_NRPLACE];
+    int nrplace;
+};
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    int nqps;
+    int oob;
+    size_t stride;            /* slot bytes: IB_HDR + chunk, 64-aligned */
+    size_t ring_bytes;
+    int sq_depth;
+    struct rdma_event_channel *ech;
+    rcoll_ev_handler_t ech_h;
+    struct rdma_cm_id *listen_id;
+    struct ibv_context *verbs;
+    uint8_t port;
+    char devname[64];
+    char addr_str[64];
+    struct sockaddr_in addr;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cch;
+    rcoll_ev_handler_t cch_h;
+    struct ibv_cq *cq;
+    int cq_armed;
+    int cqe;                  /* the CQ's entries */
+    int cq_used;              /* work requests posted, not yet completed:
+                                 posting stays within cqe (ib_cq_room) */
+    struct ib_async_dev *adev; /* the device's asynchronous events */
+    unsigned async_seen;      /* how many of them this context handled */
+    rcoll_ev_handler_t async_h;
+    uint32_t max_inline;
+    int imm_ok;               /* this device does WRITE_WITH_IMM */
+    ib_ep_t **eps;            /* by rank */
+    ib_qp_t **qps;            /* every QP, by gidx */
+    int nq;
+    int closing;
+    /* rcoll_comm_register: sorted by address; the lock because the user
+     * registers while the engine may send */
+    pthread_mutex_t reg_lock;
+    struct ib_ureg **regs;
+    int nregs, regs_cap;
+    uint64_t n_sent, n_zcopy, n_placed;
+    /* buffers registered on use and kept (proto/rcache.c): receives in
+     * place, zero-copy sends */
+    rcoll_rcache_t *rcache;
+};
+
+typedef struct ib_ureg {
+    char *buf;
+    size_t len;
+    struct ibv_mr *mr;
+} ib_ureg_t;
+
+/* ---- the connection's private data (cm) ---- */
+
+typedef struct __attribute__((packed)) {
+    uint32_t magic;
+    int32_t from, to;
+    uint16_t idx, nqps;
+    uint32_t nslots;
+    uint32_t chunk;
+    uint32_t rkey;
+    uint32_t imm;             /* 1: this end can take immediates */
+    uint64_t addr;
+    uint64_t mac;             /* siphash(secret, all of the above) */
+} ib_conn_data_t;             /* 48 bytes: IB's REQ carries 56 */
+
+/* ---- ib_data.c ---- */
+
+int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n);
+void ib_cq_posted(ib_qp_t *q, int n);
+void ib_cq_forget(ib_qp_t *q);
+int ib_post_recv(ib_qp_t *q, int i);
+int ib_post_note(ib_qp_t *q, uint32_t word);
+void ib_qp_ended(ib_qp_t *q, const char *why);
+int ib_poll(struct rcoll_tl_ctx *ctx);
+int ib_progress(rcoll_tl_ctx_t *ctx);
+void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events);
+int ib_idle(rcoll_tl_ctx_t *ctx);
+rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx);
+void ib_async_detach(struct rcoll_tl_ctx *ctx);
+rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                       const void *payload, void *cookie, int flags,
+                       size_t xfer);
+void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                    const char *why);
+int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
+                            const rcoll_msg_hdr_t **hdr,
+                            const void **payload);
+void ib_recv_release(rcoll_tl_ep_t *tep);
+int ib_recv_full(rcoll_tl_ep_t *tep);
+
+/* ---- ib_mem.c ---- */
+
+void *ib_rc_reg(void *arg, void *addr, size_t len);
+void ib_rc_dereg(void *arg, void *h);
+rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
+                          void **h);
+void ib_mem_dereg(rcoll_tl_ctx_t *ctx, void *h);
+uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
+                       size_t len);
+int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h);
+void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+
+#endif

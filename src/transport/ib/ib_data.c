@@ -1,0 +1,854 @@
+/* The verbs transport's data path (ib.h): sends (staged, inline, gathered
+ * from registered memory, or written into a receiver's destination),
+ * completions and the signal words, credits, receives, failures of a peer
+ * and the devices' asynchronous events. */
+#include "transport/ib/ib.h"
+
+/* ---- failures ---- */
+
+static void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    char what[512];
+    va_list ap;
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (ep->aborted)
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
+                 "aborted the communicator%s%s", ep->peer, pi->hostname,
+                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
+    else
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
+                 "ib: %s", ep->peer, pi->hostname, pi->pid, what);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
+                           ep->fail_msg);
+}
+
+static rcoll_status_t ib_ep_error(ib_ep_t *ep)
+{
+    ib_ep_fail(ep, "connection ended");
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+}
+
+/* ---- posting ---- */
+
+/* Each posted work request holds an entry of the CQ until its
+ * completion is polled: room for n more? (The CQ may be smaller than
+ * every queue pair's full depth: the device's max_cqe.) */
+int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n)
+{
+    return ctx->cq_used + n <= ctx->cqe;
+}
+
+void ib_cq_posted(ib_qp_t *q, int n)
+{
+    q->cq_out += n;
+    q->ep->ctx->cq_used += n;
+}
+
+/* q's queue pair goes: what it had posted never completes here */
+void ib_cq_forget(ib_qp_t *q)
+{
+    q->ep->ctx->cq_used -= q->cq_out;
+    q->cq_out = 0;
+}
+
+int ib_post_recv(ib_qp_t *q, int i)
+{
+    struct ibv_sge sge = {(uintptr_t)&q->rbuf[i], sizeof(uint32_t),
+                          q->rbuf_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = WRID(q, WR_RECV, i), .sg_list = &sge,
+                             .num_sge = 1}, *bad;
+    int rc = ibv_post_recv(q->qp, &wr, &bad);
+    if (rc == 0)
+        ib_cq_posted(q, 1);
+    return rc;
+}
+
+/* Posts a signal word alone (credits, goodbye, abort): a zero-byte
+ * WRITE_WITH_IMM or a 4-byte inline SEND. */
+int ib_post_note(ib_qp_t *q, uint32_t word)
+{
+    struct ibv_send_wr wr, *bad;
+    struct ibv_sge sge = {(uintptr_t)&word, sizeof(word), 0};
+    if (q->sq_free < 1 || !ib_cq_room(q->ep->ctx, 1))
+        return -1;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = WRID(q, WR_NOTE, 0);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (q->imm) {
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl(word);
+        wr.wr.rdma.remote_addr = q->raddr;
+        wr.wr.rdma.rkey = q->rkey;
+    } else {
+        wr.opcode = IBV_WR_SEND;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.send_flags |= IBV_SEND_INLINE;
+    }
+    int rc = ibv_post_send(q->qp, &wr, &bad);
+    if (rc == 0) {
+        q->sq_free--;
+        ib_cq_posted(q, 1);
+    }
+    return rc;
+}
+
+static void ib_send_credits(ib_qp_t *q)
+{
+    if (q->sl.owed == 0 || !q->up || q->ended || q->bye || q->sq_free < 1)
+        return;
+    int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
+    if (ib_post_note(q, IMM(IMM_CREDIT, c, 0)) == 0)
+        rcoll_slots_take_owed(&q->sl, c);
+}
+
+/* ---- completions ---- */
+
+static void ib_async_read(struct ib_async_dev *d);
+static void ib_async_take(struct rcoll_tl_ctx *ctx);
+
+void ib_qp_ended(ib_qp_t *q, const char *why)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    q->ended = 1;
+    if (q->bye || ctx->closing)
+        return; /* after a goodbye: the peer closed, as it should */
+    if (ep->aborted) {
+        ib_ep_fail(ep, "aborted");
+        return;
+    }
+    /* A port that went down flushes the queue pairs, and their error
+     * completions may come before its event: the device says why first
+     * (ib_async_handle), else the port's state does. */
+    if (ctx->adev) {
+        ib_async_read(ctx->adev);
+        ib_async_take(ctx);
+    }
+    struct ibv_port_attr pa;
+    if (!ep->failed && ibv_query_port(ctx->verbs, ctx->port, &pa) == 0 &&
+        pa.state != IBV_PORT_ACTIVE) {
+        ib_ep_fail(ep, "this rank's device %s port %d went down (port "
+                   "state %s)", ctx->devname, ctx->port,
+                   ibv_port_state_str(pa.state));
+        return;
+    }
+    ib_ep_fail(ep, "%s", why);
+}
+
+static void ib_handle_word(ib_qp_t *q, uint32_t w)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (rcoll_slots_credit(&q->sl, IMM_CREDITS(w)) != 0) {
+        ib_ep_fail(ep, "protocol error: %u credits, %d already held of %d",
+                   IMM_CREDITS(w), q->sl.credits, ctx->p.nslots);
+        return;
+    }
+    switch (IMM_TYPE(w)) {
+    case IMM_CREDIT:
+        return;
+    case IMM_PLACED:
+    case IMM_DATA: {
+        int slot = rcoll_slots_next(&q->sl);
+        const rcoll_msg_hdr_t *h = (const rcoll_msg_hdr_t *)(
+            q->rx + (size_t)(slot < 0 ? 0 : slot) * ctx->stride + IB_HDR_OFF);
+        if (slot < 0 || (int)IMM_ARG(w) != slot ||
+            h->len > ctx->p.chunk_size) {
+            ib_ep_fail(ep, "protocol error: message in slot %u, expected "
+                       "%d (%d full), length %u", IMM_ARG(w), slot,
+                       q->sl.count, h->len);
+            return;
+        }
+        q->rx_flag[slot] = IMM_TYPE(w) == IMM_PLACED ? SLOT_PLACED
+                                                     : SLOT_PLAIN;
+        if (IMM_TYPE(w) == IMM_DATA && h->kind == IB_KIND_PLACE) {
+            /* where the peer wants a receive's data: taken now, so that
+             * what we send from here on goes there (the slot is skipped
+             * when the engine reaches it) */
+            if (h->len != sizeof(ib_place_msg_t)) {
+                ib_ep_fail(ep, "protocol error: a %u-byte PLACE notice",
+                           h->len);
+                return;
+            }
+            if (ep->nrplace == IB_NRPLACE) /* stale ones: the oldest goes */
+                memmove(&ep->rplace[0], &ep->rplace[1],
+                        (IB_NRPLACE - 1) * sizeof(ep->rplace[0]));
+            else
+                ep->nrplace++;
+            memcpy(&ep->rplace[ep->nrplace - 1], (const char *)h + sizeof(*h),
+                   sizeof(ib_place_msg_t));
+            q->rx_flag[slot] = SLOT_TL;
+        }
+        rcoll_slots_arrived(&q->sl);
+        return;
+    }
+    case IMM_CTRL:
+        if (IMM_ARG(w) == CTRL_BYE) {
+            q->bye = 1;
+            rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d said goodbye on qp %d",
+                        ep->peer, q->idx);
+        } else {
+            char *r = q->rx + (size_t)ctx->p.nslots * ctx->stride;
+            r[IB_CTRL - 1] = '\0';
+            snprintf(ep->abort_reason, sizeof(ep->abort_reason), "%s", r);
+            ep->aborted = 1;
+            q->aborted = 1;
+            ib_ep_fail(ep, "aborted");
+        }
+        return;
+    default:
+        ib_ep_fail(ep, "protocol error: signal word 0x%08x", w);
+    }
+}
+
+/* A message's last work request completed (or was flushed): its staging
+ * slot is free, and a zero-copy send's memory is read no more. */
+static void ib_tx_completed(ib_qp_t *q)
+{
+    struct rcoll_tl_ctx *ctx = q->ep->ctx;
+    uint64_t slot = q->tx_done % (uint64_t)ctx->p.nslots;
+    void **c = &q->tx_cookie[slot];
+    q->tx_done++;
+    if (q->tx_rent[slot]) {
+        rcoll_rcache_put(ctx->rcache, q->tx_rent[slot]);
+        q->tx_rent[slot] = NULL;
+    }
+    if (*c) {
+        void *cookie = *c;
+        *c = NULL;
+        ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    }
+}
+
+int ib_poll(struct rcoll_tl_ctx *ctx)
+{
+    struct ibv_wc wc[32];
+    int total = 0;
+    for (;;) {
+        int n = ibv_poll_cq(ctx->cq, 32, wc);
+        if (n <= 0)
+            return total;
+        total += n;
+        for (int i = 0; i < n; i++) {
+            uint32_t gidx = (uint32_t)(wc[i].wr_id >> 32);
+            int kind = (int)(wc[i].wr_id & 15);
+            int idx = (int)((wc[i].wr_id >> 4) & 0xfffffff);
+            if (gidx >= (uint32_t)ctx->nq)
+                continue;
+            ib_qp_t *q = ctx->qps[gidx];
+            if (!q->qp || wc[i].qp_num != q->qp->qp_num)
+                continue; /* a QP of a connection attempt redone */
+            q->cq_out--;
+            ctx->cq_used--;
+            if (kind != WR_RECV)
+                q->sq_free++;
+            if (kind == WR_DATA) /* done, or flushed: the NIC let go */
+                ib_tx_completed(q);
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                char why[256];
+                if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
+                    snprintf(why, sizeof(why), "the connection closed without "
+                             "goodbye (process died or was killed?)");
+                else
+                    snprintf(why, sizeof(why), "%s on queue pair %d: %s "
+                             "(vendor error 0x%x)",
+                             kind == WR_RECV ? "receive" : "RDMA write", q->idx,
+                             ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                ib_qp_ended(q, why);
+                continue;
+            }
+            if (kind == WR_RECV) {
+                q->heard = 1;
+                uint32_t w = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM
+                                 ? ntohl(wc[i].imm_data)
+                                 : q->rbuf[idx];
+                if (!q->ended && ib_post_recv(q, idx) != 0)
+                    ib_qp_ended(q, "cannot repost a receive");
+                ib_handle_word(q, w);
+            }
+        }
+    }
+}
+
+int ib_progress(rcoll_tl_ctx_t *ctx)
+{
+    int n = ib_poll(ctx);
+    ib_async_take(ctx);
+    return n;
+}
+
+void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx, cch_h));
+    struct ibv_cq *cq;
+    void *cq_ctx;
+    (void)events;
+    while (ibv_get_cq_event(ctx->cch, &cq, &cq_ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+        ctx->cq_armed = 0;
+    }
+    ib_poll(ctx);
+}
+
+/* The engine has nothing to do and may sleep: hand back owed credits, arm
+ * the CQ, and look once more (a completion between the last poll and the
+ * arming raises no event). */
+int ib_idle(rcoll_tl_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nq; i++)
+        ib_send_credits(ctx->qps[i]);
+    if (!ctx->cq_armed) {
+        ibv_req_notify_cq(ctx->cq, 0);
+        ctx->cq_armed = 1;
+    }
+    return ib_poll(ctx);
+}
+
+/* ---- asynchronous events ---- */
+
+/* A device's asynchronous events (a port gone down, a CQ overrun, a queue
+ * pair in error) come through its context's async fd. rdma_cm opens each
+ * device once per process, so every communicator on it shares that fd:
+ * whichever engine finds events there reads them into the device's log
+ * (under ib_async_lock), and every context takes what is new for it in
+ * its own turn (ib_async_take: an atomic load per turn when nothing
+ * happened). */
+#define IB_ASYNC_LOG 64
+#define IB_ASYNC_DEVS 16
+typedef struct {
+    enum ibv_event_type type;
+    int port;
+    const void *obj; /* the QP or CQ it names (compared, never used) */
+} ib_async_ev_t;
+typedef struct ib_async_dev {
+    struct ibv_context *verbs;
+    int users;
+    unsigned gen; /* events logged */
+    ib_async_ev_t log[IB_ASYNC_LOG];
+} ib_async_dev_t;
+static ib_async_dev_t ib_adevs[IB_ASYNC_DEVS];
+static pthread_mutex_t ib_async_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Reads the events waiting on the device's fd into its log. */
+static void ib_async_read(ib_async_dev_t *d)
+{
+    pthread_mutex_lock(&ib_async_lock);
+    struct pollfd pf = {.fd = d->verbs->async_fd, .events = POLLIN};
+    struct ibv_async_event ev;
+    /* (the fd stays blocking: other users of the shared context may rely
+     * on it; poll says an event is there before it is read) */
+    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) &&
+           ibv_get_async_event(d->verbs, &ev) == 0) {
+        ib_async_ev_t *e = &d->log[d->gen % IB_ASYNC_LOG];
+        e->type = ev.event_type;
+        e->port = 0;
+        e->obj = NULL;
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_GID_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+            e->port = ev.element.port_num;
+            break;
+        case IBV_EVENT_CQ_ERR:
+            e->obj = ev.element.cq;
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            e->obj = ev.element.qp;
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ev);
+        __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+}
+
+static void ib_fail_all(struct rcoll_tl_ctx *ctx, const char *what)
+{
+    for (int i = 0; i < ctx->p.nranks; i++)
+        if (ctx->eps[i])
+            ib_ep_fail(ctx->eps[i], "%s", what);
+}
+
+/* One event, as it concerns this context: a port of ours down, our CQ
+ * overrun or the device lost fail every peer at once (not at the
+ * deadline); a queue pair of ours in error fails its peer. */
+static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
+{
+    char what[256];
+    const char *name = ibv_event_type_str(e->type);
+    switch (e->type) {
+    case IBV_EVENT_PORT_ERR:
+        if (e->port != ctx->port)
+            return;
+        snprintf(what, sizeof(what), "this rank's device %s port %d went down "
+                 "(asynchronous event %s)", ctx->devname, e->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_DEVICE_FATAL:
+        snprintf(what, sizeof(what), "device %s failed (asynchronous event "
+                 "%s)", ctx->devname, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_CQ_ERR:
+        if (e->obj != ctx->cq)
+            return;
+        snprintf(what, sizeof(what), "device %s port %d: the completion "
+                 "queue overran (asynchronous event %s)", ctx->devname,
+                 ctx->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+        /* what arrived before it counts: a peer that aborts (its reason
+         * is a message) and closes may raise this event before we have
+         * polled its last messages */
+        ib_poll(ctx);
+        for (int i = 0; i < ctx->nq; i++) {
+            ib_qp_t *q = ctx->qps[i];
+            if (q->qp && (const void *)q->qp == e->obj && !q->ended) {
+                snprintf(what, sizeof(what), "device %s port %d: queue pair "
+                         "%d failed (asynchronous event %s)", ctx->devname,
+                         ctx->port, q->idx, name);
+                ib_qp_ended(q, what);
+            }
+        }
+        return;
+    default:
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s: asynchronous event %s"
+                   " (port %d)", ctx->p.rank, ctx->devname, name, e->port);
+        return;
+    }
+}
+
+/* Takes the device's events this context has not seen. */
+static void ib_async_take(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = ctx->adev;
+    ib_async_ev_t evs[IB_ASYNC_LOG];
+    if (!d || __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->async_seen)
+        return;
+    pthread_mutex_lock(&ib_async_lock);
+    unsigned n = d->gen - ctx->async_seen, lost = 0;
+    if (n > IB_ASYNC_LOG) {
+        lost = n - IB_ASYNC_LOG;
+        n = IB_ASYNC_LOG;
+    }
+    for (unsigned k = 0; k < n; k++)
+        evs[k] = d->log[(d->gen - n + k) % IB_ASYNC_LOG];
+    ctx->async_seen = d->gen;
+    pthread_mutex_unlock(&ib_async_lock);
+    if (lost)
+        rcoll_warn("ib: rank %d: %u asynchronous events of %s were missed",
+                   ctx->p.rank, lost, ctx->devname);
+    for (unsigned k = 0; k < n; k++)
+        ib_async_handle(ctx, &evs[k]);
+}
+
+static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx,
+                                                     async_h));
+    (void)events;
+    ib_async_read(ctx->adev);
+    ib_async_take(ctx);
+}
+
+/* Joins the device's log and puts its fd in the engine's epoll set. */
+rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = NULL;
+    pthread_mutex_lock(&ib_async_lock);
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->verbs)
+            d = &ib_adevs[i];
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (!ib_adevs[i].users) {
+            d = &ib_adevs[i];
+            d->verbs = ctx->verbs;
+            d->gen = 0;
+        }
+    if (d) {
+        d->users++;
+        ctx->adev = d;
+        ctx->async_seen = d->gen;
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+    if (!d)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: more than %d RDMA "
+                                "devices in use in this process",
+                                IB_ASYNC_DEVS);
+    ctx->async_h.cb = ib_async_event;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->async_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->verbs->async_fd, &e) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl of %s's "
+                                "event fd: %s", ctx->devname, strerror(errno));
+    return RCOLL_OK;
+}
+
+void ib_async_detach(struct rcoll_tl_ctx *ctx)
+{
+    if (!ctx->adev)
+        return;
+    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->verbs->async_fd, NULL);
+    pthread_mutex_lock(&ib_async_lock);
+    if (--ctx->adev->users == 0)
+        ctx->adev->verbs = NULL;
+    pthread_mutex_unlock(&ib_async_lock);
+    ctx->adev = NULL;
+}
+
+
+rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                       const void *payload, void *cookie, int flags,
+                       size_t xfer)
+{
+    (void)xfer;
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q = &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    (void)flags;
+    if (ep->failed || q->ended)
+        return ib_ep_error(ep);
+    if (q->bye)
+        return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                "rank %d already destroyed the communicator",
+                                ep->peer);
+    if (hdr->len > ctx->p.chunk_size)
+        return rcoll__set_error(RCOLL_ERR_INTERNAL, "ib: a %u-byte message "
+                                "to rank %d is larger than a slot (%zu)",
+                                hdr->len, ep->peer, ctx->p.chunk_size);
+    int rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+    int need = (q->imm ? 1 : 2) + (rp >= 0);
+    if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
+        q->sq_free < need || !ib_cq_room(ctx, need)) {
+        ib_poll(ctx);
+        rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+        need = (q->imm ? 1 : 2) + (rp >= 0);
+        if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
+            q->sq_free < need || !ib_cq_room(ctx, need))
+            return RCOLL_INPROGRESS;
+    }
+    uint32_t slot = (uint32_t)(q->tx_seq % ns);
+    char *s = q->tx + (size_t)slot * ctx->stride;
+    size_t len = sizeof(rcoll_msg_hdr_t) + hdr->len;
+    int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
+    uint32_t word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
+    struct ibv_sge sge[3];
+    struct ibv_send_wr wr[3], *bad, *m;
+    uint32_t ukey = 0;
+    memset(wr, 0, sizeof(wr));
+    int inl = rp < 0 && len <= ctx->max_inline &&
+              hdr->len <= rcoll_config.ib_inline;
+    rcoll_rcache_entry_t *rent = NULL;
+    if (!inl && hdr->len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
+        ukey = ib_reg_lookup(ctx, payload, hdr->len);
+    if (!inl && !ukey && ctx->rcache && rcoll_config.ib_zcopy_min &&
+        hdr->len >= rcoll_config.ib_zcopy_min) {
+        /* large: the NIC reads the caller's buffer through a cached
+         * registration (a failure leaves it to the staging copy) */
+        void *h;
+        if ((rent = rcoll_rcache_get(ctx->rcache, (void *)payload, hdr->len,
+                                     &h)))
+            ukey = ((struct ibv_mr *)h)->lkey;
+    }
+    if (rp >= 0) {
+        /* the payload straight into the peer's destination (from the
+         * user's registered memory, else from staging), then the header
+         * alone into the slot */
+        const ib_place_msg_t *p = &ep->rplace[rp];
+        uint64_t off = (uint64_t)hdr->chunk * p->chunk;
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (!ukey)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        sge[2] = ukey ? (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey}
+                      : (struct ibv_sge){(uintptr_t)(s + IB_HDR), hdr->len,
+                                         q->tx_mr->lkey};
+        wr[2].wr_id = WRID(q, WR_NOTE, 0);
+        wr[2].opcode = IBV_WR_RDMA_WRITE;
+        wr[2].sg_list = &sge[2];
+        wr[2].num_sge = 1;
+        wr[2].send_flags = IBV_SEND_SIGNALED;
+        wr[2].wr.rdma.remote_addr = p->addr + off;
+        wr[2].wr.rdma.rkey = p->rkey;
+        wr[2].next = &wr[0];
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+                                  q->tx_mr->lkey};
+        wr[0].num_sge = 1;
+        if (off + hdr->len >= p->bytes) /* its last: forget it */
+            ep->rplace[rp] = ep->rplace[--ep->nrplace];
+        ctx->n_placed++;
+    } else if (ukey) {
+        /* registered user memory: the NIC gathers the payload in place */
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+                                  q->tx_mr->lkey};
+        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey};
+        wr[0].num_sge = 2;
+    } else if (inl) {
+        /* inline: the data is copied into the work request now */
+        sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
+        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
+        wr[0].num_sge = hdr->len ? 2 : 1;
+        wr[0].send_flags = IBV_SEND_INLINE;
+    } else {
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (hdr->len)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), (uint32_t)len,
+                                  q->tx_mr->lkey};
+        wr[0].num_sge = 1;
+    }
+    wr[0].sg_list = sge;
+    wr[0].wr.rdma.remote_addr = q->raddr + (uint64_t)slot * ctx->stride +
+                                IB_HDR_OFF;
+    wr[0].wr.rdma.rkey = q->rkey;
+    wr[0].send_flags |= IBV_SEND_SIGNALED;
+    struct ibv_sge wsge = {(uintptr_t)&word, sizeof(word), 0};
+    if (q->imm) {
+        wr[0].wr_id = WRID(q, WR_DATA, 0);
+        wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr[0].imm_data = htonl(word);
+    } else {
+        wr[0].wr_id = WRID(q, WR_NOTE, 0);
+        wr[0].opcode = IBV_WR_RDMA_WRITE;
+        wr[0].next = &wr[1];
+        wr[1].wr_id = WRID(q, WR_DATA, 0);
+        wr[1].opcode = IBV_WR_SEND;
+        wr[1].sg_list = &wsge;
+        wr[1].num_sge = 1;
+        wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    }
+    m = rp >= 0 ? &wr[2] : &wr[0];
+    int rc = ibv_post_send(q->qp, m, &bad);
+    if (rc != 0) {
+        rcoll_rcache_put(ctx->rcache, rent);
+        ib_ep_fail(ep, "ibv_post_send on queue pair %d: %s", q->idx,
+                   strerror(rc));
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+    }
+    q->sq_free -= need;
+    ib_cq_posted(q, need);
+    rcoll_slots_take_owed(&q->sl, c);
+    rcoll_slots_sent(&q->sl);
+    q->tx_seq++;
+    ep->tx_seq++;
+    ctx->n_sent++;
+    if (ukey) {
+        /* done when the NIC has read it: at the completion */
+        q->tx_cookie[slot] = cookie;
+        q->tx_rent[slot] = rent;
+        ctx->n_zcopy++;
+    } else if (cookie) {
+        /* the payload was copied (staging or inline): the buffer is free */
+        ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+    }
+    return RCOLL_OK;
+}
+
+/* 1 if a zero-copy send with this cookie is still posted on q */
+static int ib_qp_holds(const ib_qp_t *q, const void *cookie)
+{
+    uint64_t ns = (uint64_t)q->ep->ctx->p.nslots;
+    for (uint64_t k = q->tx_done; k < q->tx_seq; k++)
+        if (q->tx_cookie[k % ns] == cookie)
+            return 1;
+    return 0;
+}
+
+/* Withdraws the zero-copy sends of a failed operation (transport op
+ * send_revoke): the NIC may read registered user memory until their
+ * completions. They get IB_REVOKE_WAIT seconds to complete; a queue pair
+ * that still holds one then goes to the error state, which flushes its
+ * work requests (the NIC reads nothing more of them), and fails its
+ * peer. Sends from staging hold nothing of the caller's. */
+#define IB_REVOKE_WAIT 1.0
+void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                    const char *why)
+{
+    (void)why; /* a stopped queue pair fails its peer; the abort says why */
+    double wait = RCOLL_MIN(IB_REVOKE_WAIT, ctx->p.timeout);
+    double stop_at = rcoll_time_sec() + wait, give_up = stop_at + wait;
+    for (;;) {
+        int held = 0;
+        double now = rcoll_time_sec();
+        for (int i = 0; i < ctx->nq; i++) {
+            ib_qp_t *q = ctx->qps[i];
+            if (!q->qp || !ib_qp_holds(q, cookie))
+                continue;
+            held = 1;
+            if (now >= stop_at && !q->ended) {
+                struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+                int rc = ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+                ib_qp_ended(q, rc ? "a failed operation's zero-copy send "
+                            "did not complete, and its queue pair could not "
+                            "be stopped" : "a failed operation's zero-copy "
+                            "send did not complete in time: its queue pair "
+                            "was stopped");
+            }
+        }
+        if (!held)
+            return;
+        if (now >= give_up)
+            break;
+        if (ib_poll(ctx) == 0)
+            usleep(100);
+    }
+    /* a device that flushes nothing: nothing more can be done here */
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    for (int i = 0; i < ctx->nq; i++) {
+        ib_qp_t *q = ctx->qps[i];
+        for (uint64_t k = q->tx_done; q->qp && k < q->tx_seq; k++)
+            if (q->tx_cookie[k % ns] == cookie) {
+                rcoll_warn("ib: rank %d: %s did not flush a zero-copy send "
+                           "to rank %d within %g s of stopping its queue "
+                           "pair", ctx->p.rank, ctx->devname, q->ep->peer,
+                           wait);
+                q->tx_cookie[k % ns] = NULL;
+                if (q->tx_rent[k % ns])
+                    rcoll_rcache_invalidate(ctx->rcache, q->tx_rent[k % ns]);
+                ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
+            }
+    }
+}
+
+/* ---- receives in place ---- */
+
+int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
+        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
+        return 0;
+    void *mrh;
+    rcoll_rcache_entry_t *rent =
+        rcoll_rcache_get(ctx->rcache, pl->dst, pl->bytes, &mrh);
+    if (!rent) {
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: cannot register %zu bytes for a "
+                    "receive in place from rank %d (%s): through the slots",
+                    pl->bytes, ep->peer, rcoll_last_error());
+        return 0;
+    }
+    struct ibv_mr *mr = mrh;
+    ib_place_msg_t m = {.seq = pl->seq, .total = pl->total,
+                        .chunk = pl->chunk, .addr = (uintptr_t)pl->dst,
+                        .bytes = pl->bytes, .kind = pl->kind,
+                        .step = pl->step, .tag = pl->tag, .rkey = mr->rkey};
+    rcoll_msg_hdr_t h = {.kind = IB_KIND_PLACE, .len = sizeof(m)};
+    char buf[sizeof(m)];
+    memcpy(buf, &m, sizeof(m));
+    if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
+        /* no credit now (or the link failed: the next call says so) */
+        rcoll_rcache_put(ctx->rcache, rent);
+        return 0;
+    }
+    ep->place[ep->nplace].pl = *pl;
+    ep->place[ep->nplace].mr = mr;
+    ep->place[ep->nplace].rent = rent;
+    ep->place[ep->nplace++].landed = 0;
+    return 1;
+}
+
+
+rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
+                            const rcoll_msg_hdr_t **hdr,
+                            const void **payload)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q;
+    for (;;) {
+        q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+        if (q->sl.count == 0) {
+            if (ep->failed || q->ended)
+                return ib_ep_error(ep);
+            if (q->bye)
+                return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                        "rank %d already destroyed the "
+                                        "communicator", ep->peer);
+            return RCOLL_INPROGRESS;
+        }
+        if (q->rx_flag[q->sl.head] != SLOT_TL)
+            break;
+        ib_recv_release(tep); /* a PLACE notice, taken when it came */
+    }
+    char *s = q->rx + (size_t)q->sl.head * ctx->stride;
+    memcpy(&ep->rx_hdr, s + IB_HDR_OFF, sizeof(ep->rx_hdr));
+    if (ep->rx_hdr.len > ctx->p.chunk_size) /* rewritten since: a mismatch */
+        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
+    *hdr = &ep->rx_hdr;
+    *payload = s + IB_HDR;
+    if (q->rx_flag[q->sl.head] == SLOT_PLACED) {
+        /* the payload is where our receive in place wanted it */
+        const rcoll_msg_hdr_t *h = &ep->rx_hdr;
+        for (int i = 0; i < ep->nplace; i++) {
+            const rcoll_tl_place_t *pl = &ep->place[i].pl;
+            size_t off = (size_t)h->chunk * pl->chunk;
+            if (pl->seq != h->seq || pl->step != h->step ||
+                pl->kind != (h->kind & ~RCOLL_HDR_CSUM) ||
+                pl->tag != h->tag || pl->total != h->total ||
+                h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
+                h->len > pl->bytes - off)
+                continue;
+            *payload = pl->dst + off;
+            ep->place[i].landed += h->len;
+            return RCOLL_OK;
+        }
+        ib_ep_fail(ep, "protocol error: data written in place for a "
+                   "receive not posted (transfer %u chunk %u of message "
+                   "%llu)", h->step, h->chunk, (unsigned long long)h->seq);
+        return ib_ep_error(ep);
+    }
+    return RCOLL_OK;
+}
+
+void ib_recv_release(rcoll_tl_ep_t *tep)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    q->rx_flag[q->sl.head] = SLOT_PLAIN;
+    ep->rx_seq++;
+    /* like TCP: credits go back with our next message, alone at half the
+     * slots, or when the engine idles */
+    if (rcoll_slots_release(&q->sl))
+        ib_send_credits(q);
+}
+
+int ib_recv_full(rcoll_tl_ep_t *tep)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    for (int k = 0; k < ep->ctx->nqps; k++)
+        if (rcoll_slots_held(&ep->qps[k].sl))
+            return 1;
+    return 0;
+}
