@@ -650,9 +650,16 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     m = rp >= 0 ? &wr[2] : &wr[0];
     int rc = ibv_post_send(q->qp, m, &bad);
     if (rc != 0) {
+        /* a queue pair in error refuses posts before its error completions
+         * or the device's event arrive: name the cause as they would (a
+         * port down), else the refusal (siw returns -1, not an errno) */
+        char why[128];
+        snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s",
+                 q->idx, strerror(rc > 0 ? rc : errno));
         rcoll_rcache_put(ctx->rcache, rent);
-        ib_ep_fail(ep, "ibv_post_send on queue pair %d: %s", q->idx,
-                   strerror(rc));
+        ib_qp_ended(q, why);
+        if (!ep->failed)
+            ib_ep_fail(ep, "%s", why);
         return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
     }
     q->sq_free -= need;
