@@ -259,138 +259,170 @@ static void roots_wait(double secs)
     pthread_mutex_unlock(&roots_lock);
 }
 
+/* What the root knows of the ranks that joined so far. */
+typedef struct {
+    int nranks;          /* -1 until the first hello */
+    int joined;
+    uint32_t info_size;  /* bytes of each rank's entry */
+    int *fds;            /* by rank, -1 until it joined */
+    char *infos;         /* by rank, the entries */
+    int *watch, *watch_rank; /* the joined ranks' fds, for the acceptor */
+} root_state_t;
+
+/* The ranks that did not join (the first 8) after a timeout. */
+static void root_missing_msg(const root_state_t *rs, double timeout,
+                             char *msg, size_t len)
+{
+    int off = snprintf(msg, len, "bootstrap: %d of %d ranks joined within "
+                       "RCOLL_TIMEOUT (%g s); missing:", rs->joined,
+                       rs->nranks, timeout);
+    for (int i = 0, k = 0; i < rs->nranks && off < (int)len; i++)
+        if (rs->fds[i] < 0) {
+            if (k++ == 8) {
+                snprintf(msg + off, len - (size_t)off, " ...");
+                break;
+            }
+            off += snprintf(msg + off, len - (size_t)off, " rank %d", i);
+        }
+    if (off < (int)len)
+        snprintf(msg + off, len - (size_t)off, " (not started, died, or a "
+                 "different RCOLL_ROOT/size)");
+}
+
+/* Takes a rendezvous hello on fd: 0 when the rank joined, -1 when the
+ * connection was dropped, -2 when out of memory. */
+static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
+                      double deadline)
+{
+    if (h->purpose != HELLO_ROOT) {
+        rcoll_warn("bootstrap root: dropped a connection: not a rendezvous "
+                   "hello");
+        close(fd);
+        return -1;
+    }
+    if (rs->nranks < 0) {
+        if (h->nranks < 1 || h->nranks > (1 << 20) || h->info_size == 0 ||
+            h->info_size > 4096) {
+            close(fd);
+            return -1;
+        }
+        rs->nranks = h->nranks;
+        rs->info_size = h->info_size;
+        rs->fds = calloc((size_t)rs->nranks, sizeof(int));
+        rs->infos = calloc((size_t)rs->nranks, rs->info_size);
+        rs->watch = calloc((size_t)rs->nranks, sizeof(int));
+        rs->watch_rank = calloc((size_t)rs->nranks, sizeof(int));
+        if (!rs->fds || !rs->infos || !rs->watch || !rs->watch_rank) {
+            close(fd);
+            return -2;
+        }
+        for (int i = 0; i < rs->nranks; i++)
+            rs->fds[i] = -1;
+    }
+    if (h->nranks != rs->nranks || h->info_size != rs->info_size ||
+        h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] >= 0) {
+        rcoll_warn("bootstrap root: rank %d says nranks %d (expected %d) or "
+                   "joined twice; dropped", h->rank, h->nranks, rs->nranks);
+        close(fd);
+        return -1;
+    }
+    if (rcoll_sock_recv_all(fd, rs->infos + (size_t)h->rank * rs->info_size,
+                            rs->info_size, deadline) != RCOLL_OK) {
+        close(fd);
+        return -1;
+    }
+    rs->fds[h->rank] = fd;
+    rs->joined++;
+    return 0;
+}
+
+/* The root gives up: recorded for ranks of this process that come later,
+ * told to the ranks that joined and to those still arriving. */
+static void root_abandon(const rcoll_sockaddr_t *port, rcoll_acceptor_t *acc,
+                         root_state_t *rs, rcoll_status_t st, const char *msg)
+{
+    root_record(port, st, msg);
+    root_fail(rs->nranks, rs->fds, st, msg, rcoll_time_sec() + 2.0);
+    root_fail_late(acc, st, msg, rs->info_size);
+}
+
+/* The rendezvous: accepts every rank's hello and entry, watching those
+ * that joined (they send nothing more, so readable means closed: died),
+ * then sends every rank the whole table. */
+static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
+                       const rcoll_sockaddr_t *port, root_state_t *rs)
+{
+    char msg[BOOT_NOTICE_LEN];
+    double deadline = rcoll_time_sec() + a->timeout;
+    while (rs->nranks < 0 || rs->joined < rs->nranks) {
+        int fd, nw = 0, ready = -1;
+        boot_hello_t h;
+        for (int i = 0; i < (rs->nranks > 0 ? rs->nranks : 0); i++)
+            if (rs->fds[i] >= 0) {
+                rs->watch[nw] = rs->fds[i];
+                rs->watch_rank[nw++] = i;
+            }
+        rcoll_status_t st = rcoll_acceptor_next(acc, deadline, &h, &fd,
+                                                rs->watch, nw, &ready);
+        if (st == RCOLL_INPROGRESS) {
+            int r = rs->watch_rank[ready];
+            char who[128];
+            root_who(who, sizeof(who), r,
+                     rs->infos + (size_t)r * rs->info_size, rs->info_size);
+            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
+                     "to the root before all %d ranks joined (it died or "
+                     "was killed)", who, rs->nranks);
+            close(rs->fds[r]);
+            rs->fds[r] = -1;
+            root_abandon(port, acc, rs, RCOLL_ERR_REMOTE, msg);
+            return;
+        }
+        if (st == RCOLL_ERR_TIMEOUT) {
+            if (rs->nranks < 0) {
+                rcoll_warn("bootstrap root: no rank joined before "
+                           "RCOLL_TIMEOUT; giving up");
+                return;
+            }
+            root_missing_msg(rs, a->timeout, msg, sizeof(msg));
+            root_abandon(port, acc, rs, RCOLL_ERR_TIMEOUT, msg);
+            return;
+        }
+        if (st != RCOLL_OK || root_admit(rs, &h, fd, deadline) == -2)
+            return;
+    }
+    boot_answer_t ok = {BOOT_MAGIC, 0};
+    for (int i = 0; i < rs->nranks; i++)
+        if (rcoll_sock_send_all(rs->fds[i], &ok, sizeof(ok), deadline) ==
+            RCOLL_OK)
+            rcoll_sock_send_all(rs->fds[i], rs->infos,
+                                (size_t)rs->nranks * rs->info_size, deadline);
+}
+
 static void *root_thread(void *arg)
 {
     root_args_t *a = arg;
-    int nranks = -1, joined = 0, *fds = NULL, *watch = NULL, *watch_rank = NULL;
-    uint32_t info_size = 0;
-    char *infos = NULL, msg[BOOT_NOTICE_LEN];
-    double deadline = rcoll_time_sec() + a->timeout;
+    root_state_t rs = {.nranks = -1};
     rcoll_acceptor_t *acc = malloc(sizeof(*acc));
 
-    if (!acc)
-        goto out;
-    rcoll_acceptor_init(acc, a->listen_fd, a->secret, sizeof(boot_hello_t),
-                        "bootstrap root");
-    rcoll_sockaddr_t port = fd_addr(a->listen_fd);
-    pthread_mutex_lock(&failed_lock);
-    if (same_addr(&failed_addr, &port))
-        failed_addr.sa.sa_family = 0; /* a new root there: old news */
-    pthread_mutex_unlock(&failed_lock);
-    while (nranks < 0 || joined < nranks) {
-        int fd, nw = 0, ready = -1;
-        boot_hello_t h;
-        /* every joined rank is watched: it sends nothing more, so readable
-         * means it closed (died) */
-        for (int i = 0; i < (nranks > 0 ? nranks : 0); i++)
-            if (fds[i] >= 0) {
-                watch[nw] = fds[i];
-                watch_rank[nw++] = i;
-            }
-        rcoll_status_t st = rcoll_acceptor_next(acc, deadline, &h, &fd, watch,
-                                                nw, &ready);
-        if (st == RCOLL_INPROGRESS) {
-            int r = watch_rank[ready];
-            char who[128];
-            root_who(who, sizeof(who), r, infos + (size_t)r * info_size,
-                     info_size);
-            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
-                     "to the root before all %d ranks joined (it died or "
-                     "was killed)", who, nranks);
-            close(fds[r]);
-            fds[r] = -1;
-            root_record(&port, RCOLL_ERR_REMOTE, msg);
-            root_fail(nranks, fds, RCOLL_ERR_REMOTE, msg,
-                      rcoll_time_sec() + 2.0);
-            root_fail_late(acc, RCOLL_ERR_REMOTE, msg, info_size);
-            goto out;
-        }
-        if (st == RCOLL_ERR_TIMEOUT) {
-            if (nranks < 0) {
-                rcoll_warn("bootstrap root: no rank joined before "
-                           "RCOLL_TIMEOUT; giving up");
-                goto out;
-            }
-            int off = snprintf(msg, sizeof(msg), "bootstrap: %d of %d ranks "
-                               "joined within RCOLL_TIMEOUT (%g s); missing:",
-                               joined, nranks, a->timeout);
-            for (int i = 0, k = 0; i < nranks && off < (int)sizeof(msg); i++)
-                if (fds[i] < 0) {
-                    if (k++ == 8) {
-                        snprintf(msg + off, sizeof(msg) - (size_t)off, " ...");
-                        break;
-                    }
-                    off += snprintf(msg + off, sizeof(msg) - (size_t)off,
-                                    " rank %d", i);
-                }
-            if (off < (int)sizeof(msg))
-                snprintf(msg + off, sizeof(msg) - (size_t)off, " (not "
-                         "started, died, or a different RCOLL_ROOT/size)");
-            root_record(&port, RCOLL_ERR_TIMEOUT, msg);
-            root_fail(nranks, fds, RCOLL_ERR_TIMEOUT, msg,
-                      rcoll_time_sec() + 2.0);
-            root_fail_late(acc, RCOLL_ERR_TIMEOUT, msg, info_size);
-            goto out;
-        }
-        if (st != RCOLL_OK)
-            goto out;
-        if (h.purpose != HELLO_ROOT) {
-            rcoll_warn("bootstrap root: dropped a connection: not a "
-                       "rendezvous hello");
-            close(fd);
-            continue;
-        }
-        if (nranks < 0) {
-            if (h.nranks < 1 || h.nranks > (1 << 20) || h.info_size == 0 ||
-                h.info_size > 4096) {
-                close(fd);
-                continue;
-            }
-            nranks = h.nranks;
-            info_size = h.info_size;
-            fds = calloc((size_t)nranks, sizeof(int));
-            infos = calloc((size_t)nranks, info_size);
-            watch = calloc((size_t)nranks, sizeof(int));
-            watch_rank = calloc((size_t)nranks, sizeof(int));
-            if (!fds || !infos || !watch || !watch_rank) {
-                close(fd);
-                goto out;
-            }
-            for (int i = 0; i < nranks; i++)
-                fds[i] = -1;
-        }
-        if (h.nranks != nranks || h.info_size != info_size || h.rank < 0 ||
-            h.rank >= nranks || fds[h.rank] >= 0) {
-            rcoll_warn("bootstrap root: rank %d says nranks %d (expected %d) "
-                       "or joined twice; dropped",
-                       h.rank, h.nranks, nranks);
-            close(fd);
-            continue;
-        }
-        if (rcoll_sock_recv_all(fd, infos + (size_t)h.rank * info_size,
-                                info_size, deadline) != RCOLL_OK) {
-            close(fd);
-            continue;
-        }
-        fds[h.rank] = fd;
-        joined++;
-    }
-    boot_answer_t ok = {BOOT_MAGIC, 0};
-    for (int i = 0; i < nranks; i++)
-        if (rcoll_sock_send_all(fds[i], &ok, sizeof(ok), deadline) == RCOLL_OK)
-            rcoll_sock_send_all(fds[i], infos, (size_t)nranks * info_size,
-                                deadline);
-out:
-    if (fds)
-        for (int i = 0; i < nranks; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-    free(fds);
-    free(infos);
-    free(watch);
-    free(watch_rank);
-    if (acc)
+    if (acc) {
+        rcoll_acceptor_init(acc, a->listen_fd, a->secret,
+                            sizeof(boot_hello_t), "bootstrap root");
+        rcoll_sockaddr_t port = fd_addr(a->listen_fd);
+        pthread_mutex_lock(&failed_lock);
+        if (same_addr(&failed_addr, &port))
+            failed_addr.sa.sa_family = 0; /* a new root there: old news */
+        pthread_mutex_unlock(&failed_lock);
+        root_serve(a, acc, &port, &rs);
         rcoll_acceptor_fini(acc);
+    }
+    if (rs.fds)
+        for (int i = 0; i < rs.nranks; i++)
+            if (rs.fds[i] >= 0)
+                close(rs.fds[i]);
+    free(rs.fds);
+    free(rs.infos);
+    free(rs.watch);
+    free(rs.watch_rank);
     free(acc);
     close(a->listen_fd);
     free(a);
@@ -585,6 +617,144 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
     }
 }
 
+/* Connects to the root and says hello. A connection that closes before
+ * the root's first word came from a listener on its way out (the previous
+ * communicator's root on a reused RCOLL_ROOT port): try again. */
+static rcoll_status_t boot_root_connect(rcoll_bootstrap_t *bs,
+                                        const rcoll_sockaddr_t *root,
+                                        double deadline, int *fd)
+{
+    boot_hello_t h = {HELLO_ROOT, bs->rank, bs->nranks,
+                      sizeof(rcoll_boot_peer_t)};
+    rcoll_status_t st;
+    char a[128];
+    for (;;) {
+        /* in slices of 0.5 s: between them, a root of this process that
+         * gave up meanwhile is noticed (it no longer listens) */
+        double slice = RCOLL_MIN(deadline, rcoll_time_sec() + 0.5);
+        st = rcoll_sock_connect(root, slice, fd);
+        /* not there yet, or a SYN lost on a lossy network: try again */
+        if ((st == RCOLL_ERR_TIMEOUT || st == RCOLL_ERR_SYSTEM) &&
+            rcoll_time_sec() < deadline && !root_gave_up(root))
+            continue;
+        if (st != RCOLL_OK) {
+            char why[BOOT_NOTICE_LEN] = "";
+            rcoll_status_t wst = RCOLL_OK;
+            pthread_mutex_lock(&failed_lock);
+            if (same_addr(&failed_addr, root)) {
+                wst = failed_st;
+                snprintf(why, sizeof(why), "%s", failed_msg);
+            }
+            pthread_mutex_unlock(&failed_lock);
+            if (wst != RCOLL_OK)
+                return rcoll__set_error(wst, "%s (rank %d: the root in this "
+                                        "process gave up before it joined)",
+                                        why, bs->rank);
+            return rcoll__set_error(st, "bootstrap: rank %d cannot reach "
+                                    "rank 0 (the root) at %s: %s", bs->rank,
+                                    rcoll_sock_addr_str(root, a, sizeof(a)),
+                                    rcoll_last_error());
+        }
+        st = rcoll_sock_auth_connect(*fd, bs->secret, &h, sizeof(h),
+                                     deadline);
+        if (st != RCOLL_ERR_REMOTE || rcoll_time_sec() >= deadline)
+            return st;
+        close(*fd);
+        *fd = -1;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A rendezvous that failed after the root was reached. */
+static rcoll_status_t boot_rendezvous_failed(const rcoll_bootstrap_t *bs,
+                                             const rcoll_sockaddr_t *root,
+                                             rcoll_status_t st)
+{
+    char a[128];
+    return rcoll__set_error(st, "bootstrap: rank %d: rendezvous at %s "
+                            "failed: %s%s", bs->rank,
+                            rcoll_sock_addr_str(root, a, sizeof(a)),
+                            rcoll_last_error(),
+                            st == RCOLL_ERR_AUTH
+                                ? ""
+                                : " (did every rank start, with the "
+                                  "same size?)");
+}
+
+/* Sends our entry to the root and waits for its answer: every rank's
+ * entry (bs->peers), or the notice of why it gave up. Closes fd. */
+static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
+                                         const rcoll_sockaddr_t *root,
+                                         const rcoll_boot_peer_t *me, int fd,
+                                         double deadline)
+{
+    int rank = bs->rank;
+    char a[128];
+    boot_answer_t ans;
+    rcoll_status_t st = rcoll_sock_send_all(fd, me, sizeof(*me), deadline);
+    if (st != RCOLL_OK) {
+        close(fd);
+        return boot_rendezvous_failed(bs, root, st);
+    }
+    /* the root answers when every rank joined, or when it gives up */
+    st = rcoll_sock_recv_all(fd, &ans, sizeof(ans), deadline + 5.0);
+    if (st == RCOLL_ERR_REMOTE) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "bootstrap: rank %d: "
+                                "rank 0 (the root at %s) closed the "
+                                "rendezvous before answering: rank 0 died "
+                                "or was killed", rank,
+                                rcoll_sock_addr_str(root, a, sizeof(a)));
+    }
+    if (st == RCOLL_OK && (ans.magic != BOOT_MAGIC || ans.status > 0))
+        st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad answer");
+    if (st == RCOLL_OK && ans.status != 0) {
+        char notice[BOOT_NOTICE_LEN];
+        st = rcoll_sock_recv_all(fd, notice, sizeof(notice),
+                                 rcoll_time_sec() + 5.0);
+        notice[sizeof(notice) - 1] = '\0';
+        close(fd);
+        roots_wait(4.0); /* a root in this process finishes telling */
+        return rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
+                                               : st,
+                                "%s (rank %d, told by the root)",
+                                st == RCOLL_OK ? notice : "bootstrap failed",
+                                rank);
+    }
+    if (st == RCOLL_OK)
+        st = rcoll_sock_recv_all(fd, bs->peers,
+                                 (size_t)bs->nranks * sizeof(*me), deadline);
+    close(fd);
+    return st == RCOLL_OK ? RCOLL_OK : boot_rendezvous_failed(bs, root, st);
+}
+
+/* The ring: each rank connects to the next and accepts the previous; rank
+ * 0 accepts first so that the connect chain unwinds. A failure is told
+ * along the ring. */
+static rcoll_status_t boot_ring_setup(rcoll_bootstrap_t *bs, double deadline)
+{
+    rcoll_status_t st;
+    if (bs->nranks < 2)
+        return RCOLL_OK;
+    if (bs->rank == 0) {
+        st = ring_accept(bs, deadline);
+        if (st == RCOLL_OK)
+            st = ring_connect(bs, deadline);
+    } else {
+        st = ring_connect(bs, deadline);
+        if (st == RCOLL_OK)
+            st = ring_accept(bs, deadline);
+    }
+    if (st != RCOLL_OK) {
+        char why[BOOT_NOTICE_LEN];
+        snprintf(why, sizeof(why), "%s", rcoll_last_error());
+        ring_tell(bs, why); /* it overwrites the last error */
+        st = rcoll__set_error(st, "%s", why);
+    }
+    return st;
+}
+
 rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                     const rcoll_sockaddr_t *root,
                                     const uint8_t secret[16], int rank,
@@ -624,116 +794,18 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
         goto err;
     }
-    /* rendezvous at the root; a connection that closes before the root's
-     * first word came from a listener on its way out (the previous
-     * communicator's root on a reused RCOLL_ROOT port): try again */
-    boot_hello_t h = {HELLO_ROOT, rank, nranks, sizeof(me)};
-    for (;;) {
-        /* in slices of 0.5 s: between them, a root of this process that
-         * gave up meanwhile is noticed (it no longer listens) */
-        double slice = RCOLL_MIN(deadline, rcoll_time_sec() + 0.5);
-        st = rcoll_sock_connect(root, slice, &fd);
-        /* not there yet, or a SYN lost on a lossy network: try again */
-        if ((st == RCOLL_ERR_TIMEOUT || st == RCOLL_ERR_SYSTEM) &&
-            rcoll_time_sec() < deadline && !root_gave_up(root))
-            continue;
-        if (st != RCOLL_OK) {
-            char why[BOOT_NOTICE_LEN] = "";
-            rcoll_status_t wst = RCOLL_OK;
-            pthread_mutex_lock(&failed_lock);
-            if (same_addr(&failed_addr, root)) {
-                wst = failed_st;
-                snprintf(why, sizeof(why), "%s", failed_msg);
-            }
-            pthread_mutex_unlock(&failed_lock);
-            if (wst != RCOLL_OK) {
-                st = rcoll__set_error(wst, "%s (rank %d: the root in this "
-                                      "process gave up before it joined)",
-                                      why, rank);
-                goto err;
-            }
-            st = rcoll__set_error(st, "bootstrap: rank %d cannot reach "
-                                  "rank 0 (the root) at %s: %s", rank,
-                                  rcoll_sock_addr_str(root, a, sizeof(a)),
-                                  rcoll_last_error());
-            goto err;
-        }
-        st = rcoll_sock_auth_connect(fd, secret, &h, sizeof(h), deadline);
-        if (st != RCOLL_ERR_REMOTE || rcoll_time_sec() >= deadline)
-            break;
-        close(fd);
-        fd = -1;
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    if (st == RCOLL_OK)
-        st = rcoll_sock_send_all(fd, &me, sizeof(me), deadline);
-    if (st == RCOLL_OK) {
-        boot_answer_t ans;
-        /* the root answers when every rank joined, or when it gives up */
-        st = rcoll_sock_recv_all(fd, &ans, sizeof(ans), deadline + 5.0);
-        if (st == RCOLL_ERR_REMOTE) {
-            close(fd);
-            st = rcoll__set_error(RCOLL_ERR_REMOTE, "bootstrap: rank %d: "
-                                  "rank 0 (the root at %s) closed the "
-                                  "rendezvous before answering: rank 0 died "
-                                  "or was killed", rank,
-                                  rcoll_sock_addr_str(root, a, sizeof(a)));
-            goto err;
-        }
-        if (st == RCOLL_OK && (ans.magic != BOOT_MAGIC || ans.status > 0))
-            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad answer");
-        if (st == RCOLL_OK && ans.status != 0) {
-            char notice[BOOT_NOTICE_LEN];
-            st = rcoll_sock_recv_all(fd, notice, sizeof(notice),
-                                     rcoll_time_sec() + 5.0);
-            notice[sizeof(notice) - 1] = '\0';
-            close(fd);
-            roots_wait(4.0); /* a root in this process finishes telling */
-            st = rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
-                                                 : st,
-                                  "%s (rank %d, told by the root)",
-                                  st == RCOLL_OK ? notice : "bootstrap failed",
-                                  rank);
-            goto err;
-        }
-        if (st == RCOLL_OK)
-            st = rcoll_sock_recv_all(fd, bs->peers,
-                                     (size_t)nranks * sizeof(me), deadline);
-    }
-    close(fd);
+    st = boot_root_connect(bs, root, deadline, &fd);
     if (st != RCOLL_OK) {
-        st = rcoll__set_error(st, "bootstrap: rank %d: rendezvous at %s "
-                              "failed: %s%s", rank,
-                              rcoll_sock_addr_str(root, a, sizeof(a)),
-                              rcoll_last_error(),
-                              st == RCOLL_ERR_AUTH ? ""
-                                                   : " (did every rank start, "
-                                                     "with the same size?)");
+        if (fd >= 0) { /* reached, but the hello failed */
+            close(fd);
+            st = boot_rendezvous_failed(bs, root, st);
+        }
         goto err;
     }
-    st = rcoll_boot_table_check(bs->peers, nranks);
-    if (st != RCOLL_OK)
+    if ((st = boot_root_exchange(bs, root, &me, fd, deadline)) != RCOLL_OK ||
+        (st = rcoll_boot_table_check(bs->peers, nranks)) != RCOLL_OK ||
+        (st = boot_ring_setup(bs, deadline)) != RCOLL_OK)
         goto err;
-    if (nranks > 1) {
-        /* rank 0 accepts first so that the connect chain unwinds */
-        if (rank == 0) {
-            st = ring_accept(bs, deadline);
-            if (st == RCOLL_OK)
-                st = ring_connect(bs, deadline);
-        } else {
-            st = ring_connect(bs, deadline);
-            if (st == RCOLL_OK)
-                st = ring_accept(bs, deadline);
-        }
-        if (st != RCOLL_OK) {
-            char why[BOOT_NOTICE_LEN];
-            snprintf(why, sizeof(why), "%s", rcoll_last_error());
-            ring_tell(bs, why); /* it overwrites the last error */
-            st = rcoll__set_error(st, "%s", why);
-            goto err;
-        }
-    }
     return RCOLL_OK;
 err:
     rcoll_bootstrap_finalize(bs);

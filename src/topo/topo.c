@@ -410,165 +410,211 @@ static void apply_distances(rcoll_topo_t *t, const dist_t *d)
     free(g);
 }
 
+/* The parser's place in the document. */
+typedef struct {
+    scan_t s;
+    rcoll_topo_t *t;
+    /* the open elements: their names and the object node each opened */
+    char open_name[TOPO_MAX_DEPTH][32];
+    int open_node[TOPO_MAX_DEPTH];
+    int depth, seen_topology;
+    /* distances blocks, applied once all objects are known */
+    dist_t *dists;
+    size_t ndist;
+    dist_t *cur;
+    int in_numbers; /* 1: <indexes>, 2: <u64values>/<values> */
+} parse_t;
+
+/* An end tag (after "</"): it must close the innermost open element.
+ * 0 on success. */
+static int parse_end_tag(parse_t *ps)
+{
+    scan_t *s = &ps->s;
+    char name[32];
+    adv(s, 1);
+    read_name(s, name, sizeof(name));
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != '>') {
+        fail(s, "bad end tag </%s", name);
+        return -1;
+    }
+    adv(s, 1);
+    if (ps->depth == 0 || strcmp(ps->open_name[ps->depth - 1], name) != 0) {
+        fail(s, "</%s> does not close <%s>", name,
+             ps->depth ? ps->open_name[ps->depth - 1] : "(nothing)");
+        return -1;
+    }
+    ps->depth--;
+    if (strcmp(name, "indexes") == 0 || strcmp(name, "u64values") == 0 ||
+        strcmp(name, "values") == 0)
+        ps->in_numbers = 0;
+    if (strcmp(name, "distances2") == 0)
+        ps->cur = NULL;
+    return 0;
+}
+
+/* What a start tag opens: an object node (its index), a distances block,
+ * or the numbers of the current block. -2 on failure. */
+static int parse_element(parse_t *ps, const char *name, const attr_t *a,
+                         int na, int empty)
+{
+    scan_t *s = &ps->s;
+    int parent_obj = -1;
+    for (int k = ps->depth - 1; k >= 0; k--)
+        if (ps->open_node[k] >= 0) {
+            parent_obj = ps->open_node[k];
+            break;
+        }
+    if (strcmp(name, "object") == 0) {
+        if (ps->depth < 1) {
+            fail(s, "<object> outside <topology>");
+            return -2;
+        }
+        int me = add_node(ps->t, s, type_of(attr(a, na, "type")), parent_obj);
+        if (me < 0)
+            return -2;
+        fill_object(&ps->t->n[me], a, na);
+        if (ps->t->n[me].type == N_PACKAGE)
+            ps->t->npkg++;
+        return me;
+    }
+    if (strcmp(name, "distances2") == 0 && !empty) {
+        dist_t *d = realloc(ps->dists, (ps->ndist + 1) * sizeof(*d));
+        if (!d) {
+            fail(s, "out of memory");
+            return -2;
+        }
+        ps->dists = d;
+        ps->cur = &ps->dists[ps->ndist++];
+        memset(ps->cur, 0, sizeof(*ps->cur));
+        const char *dn = attr(a, na, "name");
+        ps->cur->is_nvlink = dn && strcmp(dn, "NVLinkBandwidth") == 0;
+    } else if (ps->cur && !empty &&
+               (strcmp(name, "indexes") == 0 ||
+                strcmp(name, "u64values") == 0 || strcmp(name, "values") == 0)) {
+        ps->in_numbers = name[0] == 'i' ? 1 : 2;
+    }
+    return -1;
+}
+
+/* A start tag (after "<"). 0 on success. */
+static int parse_start_tag(parse_t *ps)
+{
+    scan_t *s = &ps->s;
+    char name[32];
+    attr_t a[MAX_ATTRS];
+    int na, empty;
+    if (!read_name(s, name, sizeof(name))) {
+        fail(s, "bad tag");
+        return -1;
+    }
+    if (!read_attrs(s, a, &na, &empty))
+        return -1;
+    if (ps->depth == 0 && strcmp(name, "topology") != 0) {
+        fail(s, "<%s> where <topology> was expected", name);
+        return -1;
+    }
+    if (ps->depth == 0)
+        ps->seen_topology = 1;
+    int me = parse_element(ps, name, a, na, empty);
+    if (me == -2)
+        return -1;
+    if (!empty) {
+        if (ps->depth == TOPO_MAX_DEPTH) {
+            fail(s, "nesting deeper than %d", TOPO_MAX_DEPTH);
+            return -1;
+        }
+        copy(ps->open_name[ps->depth], sizeof(ps->open_name[ps->depth]),
+             name);
+        ps->open_node[ps->depth] = me;
+        ps->depth++;
+    }
+    return 0;
+}
+
+/* Once every object is read: OS devices, GPUs and NICs, the NVLink matrix
+ * from the distances blocks. */
+static void parse_finish(parse_t *ps)
+{
+    rcoll_topo_t *t = ps->t;
+    for (int i = 0; i < t->nn; i++)
+        if (t->n[i].type == N_OSDEV)
+            note_osdev(t, i);
+    for (int i = 0; i < t->nn; i++) {
+        char nm[64];
+        if (node_is_gpu(t, i) && t->ngpu < TOPO_MAX_DEV)
+            t->gpu[t->ngpu++] = i;
+        else if (node_is_nic(t, i, nm, sizeof(nm)) && t->nnic < TOPO_MAX_DEV) {
+            snprintf(t->nicname[t->nnic], sizeof(t->nicname[0]), "%s", nm);
+            t->nic[t->nnic++] = i;
+        }
+    }
+    if (t->ngpu) {
+        t->nvl = calloc((size_t)t->ngpu * t->ngpu, sizeof(*t->nvl));
+        if (!t->nvl)
+            fail(&ps->s, "out of memory");
+    }
+    for (size_t k = 0; k < ps->ndist; k++)
+        apply_distances(t, &ps->dists[k]);
+}
+
 rcoll_status_t rcoll_topo_parse(const char *xml, size_t len,
                                 rcoll_topo_t **out, char *err, size_t errlen)
 {
     if (!xml || !out)
         return RCOLL_ERR_INVALID_ARGUMENT;
-    scan_t s = {xml, xml + len, 1, err, errlen, 0};
+    parse_t *ps = calloc(1, sizeof(*ps));
     rcoll_topo_t *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!ps || !t) {
+        free(ps);
+        free(t);
         return RCOLL_ERR_NO_MEMORY;
-    /* the open elements: their names and the object node each opened */
-    char open_name[TOPO_MAX_DEPTH][32];
-    int open_node[TOPO_MAX_DEPTH];
-    int depth = 0, seen_topology = 0;
-    /* distances blocks, applied once all objects are known */
-    dist_t *dists = NULL;
-    size_t ndist = 0;
-    dist_t *cur = NULL;
-    int in_numbers = 0; /* 1: <indexes>, 2: <u64values>/<values> */
-
-    while (!s.failed && s.p < s.end) {
-        if (*s.p != '<') {
-            if (in_numbers && cur) {
-                if (in_numbers == 1)
-                    read_numbers(&s, &cur->idx, &cur->nidx, &cur->cap_idx);
+    }
+    ps->s = (scan_t){xml, xml + len, 1, err, errlen, 0};
+    ps->t = t;
+    scan_t *s = &ps->s;
+    while (!s->failed && s->p < s->end) {
+        if (*s->p != '<') {
+            dist_t *cur = ps->cur;
+            if (ps->in_numbers && cur) {
+                if (ps->in_numbers == 1)
+                    read_numbers(s, &cur->idx, &cur->nidx, &cur->cap_idx);
                 else
-                    read_numbers(&s, &cur->val, &cur->nval, &cur->cap_val);
+                    read_numbers(s, &cur->val, &cur->nval, &cur->cap_val);
                 continue;
             }
-            adv(&s, 1); /* text we do not use */
+            adv(s, 1); /* text we do not use */
             continue;
         }
-        if (s.end - s.p >= 4 && memcmp(s.p, "<!--", 4) == 0) {
-            if (!skip_past(&s, "-->"))
-                fail(&s, "unterminated comment");
+        if (s->end - s->p >= 4 && memcmp(s->p, "<!--", 4) == 0) {
+            if (!skip_past(s, "-->"))
+                fail(s, "unterminated comment");
             continue;
         }
-        if (s.end - s.p >= 2 && (s.p[1] == '?' || s.p[1] == '!')) {
-            if (!skip_past(&s, ">"))
-                fail(&s, "unterminated declaration");
+        if (s->end - s->p >= 2 && (s->p[1] == '?' || s->p[1] == '!')) {
+            if (!skip_past(s, ">"))
+                fail(s, "unterminated declaration");
             continue;
         }
-        adv(&s, 1);
-        if (s.p < s.end && *s.p == '/') { /* an end tag */
-            adv(&s, 1);
-            char name[32];
-            read_name(&s, name, sizeof(name));
-            skip_ws(&s);
-            if (s.p >= s.end || *s.p != '>') {
-                fail(&s, "bad end tag </%s", name);
-                break;
-            }
-            adv(&s, 1);
-            if (depth == 0 || strcmp(open_name[depth - 1], name) != 0) {
-                fail(&s, "</%s> does not close <%s>", name,
-                     depth ? open_name[depth - 1] : "(nothing)");
-                break;
-            }
-            depth--;
-            if (strcmp(name, "indexes") == 0 || strcmp(name, "u64values") == 0
-                || strcmp(name, "values") == 0)
-                in_numbers = 0;
-            if (strcmp(name, "distances2") == 0)
-                cur = NULL;
-            continue;
-        }
-        char name[32];
-        if (!read_name(&s, name, sizeof(name))) {
-            fail(&s, "bad tag");
+        adv(s, 1);
+        if ((s->p < s->end && *s->p == '/') ? parse_end_tag(ps) != 0
+                                            : parse_start_tag(ps) != 0)
             break;
-        }
-        attr_t a[MAX_ATTRS];
-        int na, empty;
-        if (!read_attrs(&s, a, &na, &empty))
-            break;
-        if (depth == 0 && strcmp(name, "topology") != 0) {
-            fail(&s, "<%s> where <topology> was expected", name);
-            break;
-        }
-        if (depth == 0)
-            seen_topology = 1;
-        int parent_obj = -1;
-        for (int k = depth - 1; k >= 0; k--)
-            if (open_node[k] >= 0) {
-                parent_obj = open_node[k];
-                break;
-            }
-        int me = -1;
-        if (strcmp(name, "object") == 0) {
-            if (depth < 1) {
-                fail(&s, "<object> outside <topology>");
-                break;
-            }
-            me = add_node(t, &s, type_of(attr(a, na, "type")), parent_obj);
-            if (me < 0)
-                break;
-            fill_object(&t->n[me], a, na);
-            if (t->n[me].type == N_PACKAGE)
-                t->npkg++;
-        } else if (strcmp(name, "distances2") == 0 && !empty) {
-            dist_t *d = realloc(dists, (ndist + 1) * sizeof(*d));
-            if (!d) {
-                fail(&s, "out of memory");
-                break;
-            }
-            dists = d;
-            cur = &dists[ndist++];
-            memset(cur, 0, sizeof(*cur));
-            const char *dn = attr(a, na, "name");
-            cur->is_nvlink = dn && strcmp(dn, "NVLinkBandwidth") == 0;
-        } else if (cur && !empty &&
-                   (strcmp(name, "indexes") == 0 ||
-                    strcmp(name, "u64values") == 0 ||
-                    strcmp(name, "values") == 0)) {
-            in_numbers = name[0] == 'i' ? 1 : 2;
-        }
-        if (!empty) {
-            if (depth == TOPO_MAX_DEPTH) {
-                fail(&s, "nesting deeper than %d", TOPO_MAX_DEPTH);
-                break;
-            }
-            copy(open_name[depth], sizeof(open_name[depth]), name);
-            open_node[depth] = me;
-            depth++;
-        }
     }
-    if (!s.failed && !seen_topology)
-        fail(&s, "no <topology> element");
-    if (!s.failed && depth != 0)
-        fail(&s, "<%s> is not closed", open_name[depth - 1]);
-
-    if (!s.failed) {
-        for (int i = 0; i < t->nn; i++)
-            if (t->n[i].type == N_OSDEV)
-                note_osdev(t, i);
-        for (int i = 0; i < t->nn; i++) {
-            char nm[64];
-            if (node_is_gpu(t, i) && t->ngpu < TOPO_MAX_DEV)
-                t->gpu[t->ngpu++] = i;
-            else if (node_is_nic(t, i, nm, sizeof(nm)) &&
-                     t->nnic < TOPO_MAX_DEV) {
-                snprintf(t->nicname[t->nnic], sizeof(t->nicname[0]), "%s",
-                         nm);
-                t->nic[t->nnic++] = i;
-            }
-        }
-        if (t->ngpu) {
-            t->nvl = calloc((size_t)t->ngpu * t->ngpu, sizeof(*t->nvl));
-            if (!t->nvl)
-                fail(&s, "out of memory");
-        }
-        for (size_t k = 0; k < ndist; k++)
-            apply_distances(t, &dists[k]);
+    if (!s->failed && !ps->seen_topology)
+        fail(s, "no <topology> element");
+    if (!s->failed && ps->depth != 0)
+        fail(s, "<%s> is not closed", ps->open_name[ps->depth - 1]);
+    if (!s->failed)
+        parse_finish(ps);
+    for (size_t k = 0; k < ps->ndist; k++) {
+        free(ps->dists[k].idx);
+        free(ps->dists[k].val);
     }
-    for (size_t k = 0; k < ndist; k++) {
-        free(dists[k].idx);
-        free(dists[k].val);
-    }
-    free(dists);
-    if (s.failed) {
+    free(ps->dists);
+    int failed = s->failed;
+    free(ps);
+    if (failed) {
         rcoll_topo_free(t);
         return RCOLL_ERR_INVALID_ARGUMENT;
     }
