@@ -10,6 +10,8 @@
 #     librcoll from this tree and bundles it; the wheel is checked (the
 #     library inside, rpath $ORIGIN, no verbs/hwloc/PMIx dependency, the
 #     torch.distributed.backends entry point);
+#     An editable install (pip install -e) from the same build directory:
+#     the library beside _C in the tree (test_launch's location, mp.spawn);
 #  3. the wheel installed into the environment, the whole suite run there
 #     against gloo (torchrun and mp.spawn included), from outside the tree
 #     and with no RCOLL_HOME or LD_LIBRARY_PATH;
@@ -28,6 +30,9 @@ fail() { echo "check-torch: $1"; echo "0 passed, 1 failed"; exit 1; }
 since() { echo "$(( $(date +%s) - $1 )) s"; }
 unset RCOLL_HOME LD_LIBRARY_PATH PYTHONPATH
 t0=$(date +%s)
+outs="$build/torch-tests.out $build/torch-editable-tests.out $build/torch-dev-tests.out"
+# shellcheck disable=SC2086
+rm -f $outs # a stage that does not run must not count an earlier run's
 
 if ! "$py" -c "import torch, pytest, pytest_timeout, numpy" 2> /dev/null; then
     rm -rf "$venv"
@@ -47,7 +52,6 @@ rm -rf "$wheels" "$src/bindings/torch/build"
 MAX_JOBS=$(nproc) "$venv/bin/pip" wheel -q --no-build-isolation --no-deps \
     -w "$wheels" "$src/bindings/torch" > "$build/torch-wheel.out" 2>&1 ||
     { tail -40 "$build/torch-wheel.out"; fail "pip wheel ./bindings/torch failed"; }
-rm -rf "$src/bindings/torch/build"
 whl=$(ls "$wheels"/rcoll_torch-*.whl 2> /dev/null | head -n 1)
 [ -n "$whl" ] || fail "no wheel in $wheels"
 echo "check-torch: built $(basename "$whl") ($(ls -s --block-size=K "$whl" | cut -d' ' -f1), $(since $t1))"
@@ -72,6 +76,22 @@ print(f"check-torch: wheel holds {libs[0]} and {ext[0]} (rpath $ORIGIN); "
       "torch.distributed.backends: rcoll")
 EOF
 
+# 2b. an editable install (pip install -e, reusing the wheel's build
+# directory): the library lands in the tree beside _C
+te=$(date +%s)
+pkgsrc=$src/bindings/torch/rcoll_torch
+if MAX_JOBS=$(nproc) "$venv/bin/pip" install -q --no-build-isolation --no-deps \
+        -e "$src/bindings/torch" > "$build/torch-editable.out" 2>&1; then
+    (cd "$src/bindings/torch/tests" && "$py" -m pytest -q -rs --timeout=300 \
+        -p no:cacheprovider test_launch.py -k "librcoll_location or mp_spawn" 2>&1) |
+        tee "$build/torch-editable-tests.out"
+else
+    tail -40 "$build/torch-editable.out"
+fi
+"$venv/bin/pip" uninstall -q -y rcoll_torch > /dev/null 2>&1
+rm -rf "$src/bindings/torch/build" "$pkgsrc"/_C*.so "$pkgsrc"/librcoll.so*
+echo "check-torch: the editable install took $(since $te)"
+
 # 3. the suite on the installed wheel
 t2=$(date +%s)
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$whl" > "$build/torch-install.out" 2>&1 ||
@@ -88,7 +108,6 @@ root=$build/torch-root
 prefix=$root$(sed -n 's/^prefix=//p' "$build/rcoll.pc")
 dev=$build/torch-dev
 rm -rf "$root" "$dev" "$src/bindings/torch/build"
-dev_ok=0
 if make -C "$build" install DESTDIR="$root" > "$build/torch-dev.out" 2>&1 &&
     RCOLL_HOME=$prefix MAX_JOBS=$(nproc) "$venv/bin/pip" install -q \
         --no-build-isolation --no-deps --target "$dev" "$src/bindings/torch" \
@@ -104,7 +123,7 @@ echo "check-torch: the RCOLL_HOME build took $(since $t3)"
 
 p=0; f=0; k=0
 num() { v=$(echo "$line" | sed -n "s/.*\b\([0-9][0-9]*\) $1.*/\1/p"); echo "${v:-0}"; }
-for out in "$build/torch-tests.out" "$build/torch-dev-tests.out"; do
+for out in $outs; do
     line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$out" 2> /dev/null | tail -n 1)
     p=$((p + $(num passed)))
     f=$((f + $(num failed) + $(num error)))

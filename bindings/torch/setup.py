@@ -17,7 +17,10 @@ extension is then built against that library (its include/ and lib/, rpath
 there) and nothing is bundled.
 
 torch must be the one the extension will run with: build with
---no-build-isolation in the environment that holds it.
+--no-build-isolation in the environment that holds it. The build reads
+the rcoll tree in place (pip >= 21.3 builds a local directory in place;
+from a copy, an sdist, set RCOLL_SRC), and the tree must not be
+configured in place (configure runs out of tree, in the build directory).
 """
 import glob
 import os
@@ -49,7 +52,17 @@ class BuildWithRcoll(BuildExtension):
     """Builds librcoll first (unless RCOLL_HOME names an installed one) and
     ships it in the package directory next to _C."""
 
-    def build_librcoll(self):
+    def mode_changed(self, mode):
+        """Whether this build dir last built in another mode (RCOLL_HOME or
+        bundled, the tree, the configure flags); records the new one."""
+        os.makedirs(self.build_temp, exist_ok=True)
+        stamp = os.path.join(self.build_temp, "rcoll-mode")
+        old = open(stamp).read() if os.path.exists(stamp) else None
+        with open(stamp, "w") as f:
+            f.write(mode)
+        return old is not None and old != mode
+
+    def build_librcoll(self, changed):
         src = os.path.abspath(os.environ.get("RCOLL_SRC",
                                              os.path.join(HERE, "..", "..")))
         if not os.path.exists(os.path.join(src, "configure.ac")):
@@ -57,6 +70,8 @@ class BuildWithRcoll(BuildExtension):
         if not os.path.exists(os.path.join(src, "configure")):
             run(["sh", "./autogen.sh"], src)
         bld = os.path.abspath(os.path.join(self.build_temp, "librcoll"))
+        if changed:
+            shutil.rmtree(bld, ignore_errors=True)  # configure again
         os.makedirs(bld, exist_ok=True)
         if not os.path.exists(os.path.join(bld, "Makefile")):
             flags = shlex.split(os.environ.get("RCOLL_CONFIGURE_FLAGS", ""))
@@ -67,14 +82,29 @@ class BuildWithRcoll(BuildExtension):
         real = os.path.realpath(os.path.join(bld, ".libs", "librcoll.so"))
         return os.path.join(src, "include"), bld, real
 
+    def run(self):
+        # setuptools clears self.inplace around build_extensions; an
+        # in-place or editable build needs the library in the source tree
+        inplace = self.inplace or getattr(self, "editable_mode", False)
+        self.bundle = None
+        super().run()
+        if self.bundle and inplace:
+            shutil.copy2(self.bundle, os.path.join(HERE, "rcoll_torch",
+                                                   soname(self.bundle)))
+
     def build_extensions(self):
         home = os.environ.get("RCOLL_HOME")
+        mode = (f"home {home}" if home else "bundled " +
+                os.environ.get("RCOLL_SRC", "") + " " +
+                os.environ.get("RCOLL_CONFIGURE_FLAGS", ""))
+        changed = self.mode_changed(mode)
+        if changed:
+            self.force = True  # the extension's rpath changes too
         if home:
-            inc, libdir, self.bundle = (os.path.join(home, "include"),
-                                        os.path.join(home, "lib"), None)
+            inc, libdir = os.path.join(home, "include"), os.path.join(home, "lib")
             rpath = libdir
         else:
-            inc, bld, self.bundle = self.build_librcoll()
+            inc, bld, self.bundle = self.build_librcoll(changed)
             # link against the name the loader will look for, in a
             # directory holding only it
             libdir = os.path.join(bld, "link")
@@ -89,14 +119,12 @@ class BuildWithRcoll(BuildExtension):
             ext.library_dirs.append(libdir)
             ext.runtime_library_dirs.append(rpath)
         super().build_extensions()
+        pkg = os.path.join(self.build_lib, "rcoll_torch")
+        os.makedirs(pkg, exist_ok=True)
+        for old in glob.glob(os.path.join(pkg, "librcoll.so*")):
+            os.remove(old)  # from a build in the other mode
         if self.bundle:
-            name = soname(self.bundle)
-            dirs = [os.path.join(self.build_lib, "rcoll_torch")]
-            if self.inplace:
-                dirs.append(os.path.join(HERE, "rcoll_torch"))
-            for d in dirs:
-                os.makedirs(d, exist_ok=True)
-                shutil.copy2(self.bundle, os.path.join(d, name))
+            shutil.copy2(self.bundle, os.path.join(pkg, soname(self.bundle)))
 
 
 setup(
