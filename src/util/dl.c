@@ -39,10 +39,9 @@
 #define PMIX_LIBDIR ""
 #endif
 
-/* the ABI rcoll is built against: the soname, tried first in the
- * directory configure found it in (--with-X=DIR), then on the search
- * path. hwloc and PMIx load their own plugins, which need their symbols
- * global. */
+/* the ABI rcoll is built against: the soname, and the directory
+ * configure found it in (--with-X=DIR) as the last resort. hwloc and PMIx
+ * load their own plugins, which need their symbols global. */
 static const struct {
     const char *soname, *dir;
     int global;
@@ -63,14 +62,15 @@ static void dl_load(rcoll_dl_lib_t lib)
 {
     int flags = RTLD_NOW | (spec[lib].global ? RTLD_GLOBAL : RTLD_LOCAL);
     const char *err = "not found";
-    for (int i = 0; i < 2 && !dl_handle[lib]; i++) {
-        if (i == 0 && !spec[lib].dir[0])
-            continue;
-        if (i == 0)
-            snprintf(dl_path[lib], sizeof(dl_path[lib]), "%s/%s",
-                     spec[lib].dir, spec[lib].soname);
-        else
-            snprintf(dl_path[lib], sizeof(dl_path[lib]), "%s", spec[lib].soname);
+    /* the copy the process already has (an MPI's libpmix), then the search
+     * path, then configure's directory: never a second copy */
+    snprintf(dl_path[lib], sizeof(dl_path[lib]), "%s", spec[lib].soname);
+    dl_handle[lib] = dlopen(dl_path[lib], flags | RTLD_NOLOAD);
+    if (!dl_handle[lib] && !(dl_handle[lib] = dlopen(dl_path[lib], flags)))
+        err = dlerror();
+    if (!dl_handle[lib] && spec[lib].dir[0]) {
+        snprintf(dl_path[lib], sizeof(dl_path[lib]), "%s/%s", spec[lib].dir,
+                 spec[lib].soname);
         if (!(dl_handle[lib] = dlopen(dl_path[lib], flags)))
             err = dlerror();
     }
