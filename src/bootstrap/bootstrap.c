@@ -308,7 +308,9 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
         }
         rs->nranks = h->nranks;
         rs->info_size = h->info_size;
-        rs->fds = calloc((size_t)rs->nranks, sizeof(int));
+        rs->fds = malloc((size_t)rs->nranks * sizeof(int));
+        for (int i = 0; rs->fds && i < rs->nranks; i++)
+            rs->fds[i] = -1; /* before anything can fail: the cleanup reads it */
         rs->infos = calloc((size_t)rs->nranks, rs->info_size);
         rs->watch = calloc((size_t)rs->nranks, sizeof(int));
         rs->watch_rank = calloc((size_t)rs->nranks, sizeof(int));
@@ -316,8 +318,6 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
             close(fd);
             return -2;
         }
-        for (int i = 0; i < rs->nranks; i++)
-            rs->fds[i] = -1;
     }
     if (h->nranks != rs->nranks || h->info_size != rs->info_size ||
         h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] >= 0) {

@@ -652,10 +652,11 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     if (rc != 0) {
         /* a queue pair in error refuses posts before its error completions
          * or the device's event arrive: name the cause as they would (a
-         * port down), else the refusal (siw returns -1, not an errno) */
+         * port down), else the refusal (siw returns -1 and sets errno;
+         * others return an errno, some negated) */
         char why[128];
         snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s",
-                 q->idx, strerror(rc > 0 ? rc : errno));
+                 q->idx, strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
         rcoll_rcache_put(ctx->rcache, rent);
         ib_qp_ended(q, why);
         if (!ep->failed)
