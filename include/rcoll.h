@@ -203,10 +203,12 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
                                                     rcoll_status_t *err);
 
 /** Prints to stderr the state of `comm` (NULL: of every communicator of
- *  this process): rank, transports, error, and each operation in flight
- *  with its sequence number, algorithm, step and chunk, and the peer and
- *  what it waits for, for how long. Safe to call from any thread at any
- *  time; `kill -USR1 PID` does the same (RCOLL_DUMP_SIGNAL). */
+ *  this process): rank, transports with their lanes' counters (messages,
+ *  bytes, sends that waited for credit) and the registration cache's,
+ *  error, and each operation in flight with its sequence number,
+ *  algorithm, step and chunk, and the peer and what it waits for, for how
+ *  long. Safe to call from any thread at any time; `kill -USR1 PID` does
+ *  the same (RCOLL_DUMP_SIGNAL), and `rcoll-info -p PID` prints it. */
 RCOLL_API rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm);
 
 /* ------------------------------------------------------------------------ */

@@ -128,6 +128,8 @@ for tl in shm tcp; do
 done
 t "p2p: tcp receives in place (every large receive's bytes land in the destination)" 120 \
     sh "$S/tests/test_tcp_inplace.sh" "$B"
+t "rcoll-info -p: a running job's lanes and counters, exact over shm and tcp" 240 \
+    sh "$S/tests/test_lanes.sh" "$B"
 t "fail: inplace, tcp (a receive in place times out mid-transfer)" 90 env RCOLL_TRANSPORTS=tcp \
     "$B/tests/test_fail" inplace
 t "fail: unplace_nomem, tcp (the transport fails the peer while the engine ends a failed receive)" \

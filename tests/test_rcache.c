@@ -10,7 +10,9 @@
  *         0 sends 2 MiB from a buffer, rank 1 receives into one; each
  *         round both unmap their buffer and map a new one at the same
  *         address with other contents: every round's bytes arrive exact
- *         (a stale registration would send or land the old pages). */
+ *         (a stale registration would send or land the old pages); then
+ *         one buffer used 4 times (cache hits), and rcoll_comm_dump
+ *         shows the lanes' and the cache's counters. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "proto/rcache.h"
@@ -143,6 +145,27 @@ static int unit(void)
     return failures ? 1 : 0;
 }
 
+/* Rank 0 sends b filled with `fill` to rank 1, which receives into b and
+ * checks every byte. */
+static void exchange(rcoll_comm_t c, int rank, char *b, size_t len, int fill)
+{
+    rcoll_status_t st;
+    if (rank == 0) {
+        memset(b, fill, len);
+        st = rcoll_send(b, len, RCOLL_UINT8, 1, c, NULL);
+    } else {
+        memset(b, 0, len);
+        st = rcoll_recv(b, len, RCOLL_UINT8, 0, c, NULL);
+        size_t bad = 0;
+        for (size_t i = 0; i < len; i++)
+            bad += b[i] != (char)fill;
+        CHECK(bad == 0, "'%c': %zu of %zu bytes are not the buffer's new "
+              "contents", fill, bad, len);
+    }
+    CHECK(st == RCOLL_OK, "rank %d '%c': %s", rank, fill,
+          rcoll_last_error());
+}
+
 static int comm(void)
 {
     rcoll_comm_t c;
@@ -165,23 +188,16 @@ static int comm(void)
         if (b == MAP_FAILED)
             break;
         at = b;
-        rcoll_status_t st;
-        if (rank == 0) {
-            memset(b, 'a' + round, len);
-            st = rcoll_send(b, len, RCOLL_UINT8, 1, c, NULL);
-        } else {
-            memset(b, 0, len);
-            st = rcoll_recv(b, len, RCOLL_UINT8, 0, c, NULL);
-            size_t bad = 0;
-            for (size_t i = 0; i < len; i++)
-                bad += b[i] != 'a' + round;
-            CHECK(bad == 0, "round %d: %zu of %zu bytes are not the new "
-                  "buffer's", round, bad, len);
-        }
-        CHECK(st == RCOLL_OK, "rank %d round %d: %s", rank, round,
-              rcoll_last_error());
+        exchange(c, rank, b, len, 'a' + round);
         munmap(b, len);
     }
+    /* one buffer sent from and received into 4 times: the cache's hits
+     * (the dump below shows its counters: rcoll-info -p's lines) */
+    char *b = malloc(len);
+    for (int round = 0; b && round < 4 && n >= 2 && rank < 2; round++)
+        exchange(c, rank, b, len, 'A' + round);
+    rcoll_comm_dump(c);
+    free(b);
     int f = failures, ft = 0;
     rcoll_allreduce(&f, &ft, 1, RCOLL_INT32, RCOLL_SUM, c, NULL);
     if (rank == 0)

@@ -6,20 +6,30 @@
 #include "proto/memmon.h"
 #include "transport/transport.h"
 #include "util/params.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rcoll-info [-v] [-c] [-a] [-t] [-m [N]] [-h]\n"
+    fprintf(f, "usage: rcoll-info [-v] [-c] [-a] [-t] [-m [N]] [-p PID] "
+               "[-h]\n"
                "  (no option)  everything below\n"
                "  -v  version and build configuration\n"
                "  -t  transports compiled in, and whether usable here\n"
                "  -a  algorithms per collective (RCOLL_ALGO values)\n"
                "  -m  memory, threads and descriptors per communicator of N\n"
                "      ranks (default 8) with the current settings\n"
-               "  -c  every RCOLL_* parameter: value, default, doc\n");
+               "  -c  every RCOLL_* parameter: value, default, doc\n"
+               "  -p  a running rank's communicators: operations in flight, "
+               "each\n      transport's lanes with their counters, the "
+               "registration cache's\n      (asks process PID through "
+               "RCOLL_DUMP_SIGNAL)\n");
 }
 
 static void yesno(const char *what, int v, const char *note)
@@ -77,6 +87,11 @@ static void transports(void)
         printf("  %-6s %-8s %s%s%s\n", t->name,
                !u ? "unusable" : allowed ? "usable" : "excluded", t->doc,
                why[0] ? ": " : "", why);
+        char lw[256] = "";
+        if (u && t->lanes) {
+            int nl = t->lanes(lw, sizeof(lw));
+            printf("         lanes: %d %s\n", nl, lw);
+        }
         if (u && t->describe)
             t->describe(stdout);
     }
@@ -150,9 +165,137 @@ static void params(void)
     }
 }
 
+/* 1 if process pid catches signal sig (its SigCgt mask): only then may it
+ * be sent, since the default action of SIGUSR1/2 ends a process. */
+static int catches(int pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long mask = 0;
+    int found = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "SigCgt: %llx", &mask) == 1) {
+            found = 1;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return found && (mask >> (sig - 1) & 1);
+}
+
+/* -p PID: creates the reply file, signals the process, prints what its
+ * dump thread writes there (core/dump.c). */
+static int live_one(int pid)
+{
+    int sig = rcoll_dump_signal_number(rcoll_config.dump_signal);
+    if (sig <= 0) {
+        fprintf(stderr, "rcoll-info: -p needs RCOLL_DUMP_SIGNAL (USR1 or "
+                "USR2, as the process has it); here it is \"%s\"\n",
+                rcoll_config.dump_signal);
+        return 2;
+    }
+    if (kill(pid, 0) != 0) {
+        fprintf(stderr, "rcoll-info: pid %d: %s\n", pid, strerror(errno));
+        return 1;
+    }
+    if (!catches(pid, sig)) {
+        fprintf(stderr, "rcoll-info: pid %d does not catch SIG%s: not a "
+                "process with an rcoll communicator, or its "
+                "RCOLL_DUMP_SIGNAL differs; nothing sent\n", pid,
+                sig == SIGUSR1 ? "USR1" : "USR2");
+        return 1;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), RCOLL_DUMP_REPLY_FMT, pid);
+    int fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    struct stat st;
+    if (fd < 0 && errno == EEXIST && lstat(path, &st) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+        unlink(path); /* a reply an earlier run left behind */
+        fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "rcoll-info: cannot create %s: %s\n", path,
+                strerror(errno));
+        return 1;
+    }
+    int rc = 1;
+    if (kill(pid, sig) != 0) {
+        fprintf(stderr, "rcoll-info: kill(%d): %s\n", pid, strerror(errno));
+        goto out;
+    }
+    /* the answer is complete when its last line is RCOLL_DUMP_END */
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    const char *end = RCOLL_DUMP_END "\n";
+    for (int i = 0; buf && i < 1000; i++) {
+        ssize_t n;
+        while ((n = read(fd, buf + len, cap - len)) > 0) {
+            len += (size_t)n;
+            if (len == cap) {
+                char *nb = realloc(buf, 2 * cap + 1);
+                if (!nb)
+                    break;
+                buf = nb;
+                cap *= 2;
+            }
+        }
+        if (len >= strlen(end) && !memcmp(buf + len - strlen(end), end,
+                                          strlen(end))) {
+            fwrite(buf, 1, len - strlen(end), stdout);
+            rc = 0;
+            break;
+        }
+        usleep(10000);
+    }
+    if (rc)
+        fprintf(stderr, "rcoll-info: no answer from pid %d in 10 s (it is "
+                "stopped, or it is a launcher: ask one of its ranks)\n",
+                pid);
+    free(buf);
+out:
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+/* -p PID: that rank; if PID is rcoll-run, each of its ranks. */
+static int live(int pid)
+{
+    char path[96], name[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(name, sizeof(name), f))
+            name[0] = '\0';
+        fclose(f);
+    }
+    if (strcmp(name, "rcoll-run\n") != 0)
+        return live_one(pid);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+    f = fopen(path, "r");
+    int rc = 0, child, n = 0;
+    while (f && fscanf(f, "%d", &child) == 1) {
+        n++;
+        if (live_one(child) != 0)
+            rc = 1;
+    }
+    if (f)
+        fclose(f);
+    if (!n) {
+        fprintf(stderr, "rcoll-info: rcoll-run (pid %d) has no ranks "
+                "running\n", pid);
+        return 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    int v = 0, t = 0, a = 0, c = 0, m = 0, mn = 8;
+    int v = 0, t = 0, a = 0, c = 0, m = 0, mn = 8, pid = 0;
     if (rcoll_config_init() != RCOLL_OK)
         fprintf(stderr, "rcoll-info: warning: %s\n", rcoll_last_error());
     for (int i = 1; i < argc; i++) {
@@ -165,6 +308,9 @@ int main(int argc, char **argv)
             if (i + 1 < argc && atoi(argv[i + 1]) > 0)
                 mn = atoi(argv[++i]);
         }
+        else if (!strcmp(argv[i], "-p") && i + 1 < argc &&
+                 atoi(argv[i + 1]) > 0)
+            pid = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -173,6 +319,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (pid)
+        return live(pid);
     if (!v && !t && !a && !c && !m)
         v = t = a = c = m = 1;
     if (v) version();

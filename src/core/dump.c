@@ -8,7 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* One communicator: its state and every posted operation with what it
@@ -37,6 +37,8 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
             peers += c->peer_tl && c->peer_tl[p] == c->tls[i];
         fprintf(f, "rcoll:   transport %s: %d peers\n", c->tls[i]->name,
                 peers);
+        if (c->tls[i]->stats)
+            c->tls[i]->stats(c->tl_ctxs[i], f);
     }
     int k = 0;
     for (struct rcoll_request *r = c->qhead; r; r = r->next, k++) {
@@ -78,8 +80,15 @@ static void comm_dump_one(struct rcoll_comm *c, FILE *f)
 
 static void dump_each(struct rcoll_comm *c, void *arg)
 {
-    (void)arg;
-    comm_dump_one(c, stderr);
+    comm_dump_one(c, arg);
+}
+
+/* Every live communicator of this process to f. */
+static void dump_all(FILE *f)
+{
+    int n = rcoll__live_foreach(dump_each, f);
+    if (!n)
+        fprintf(f, "rcoll: pid %d has no communicator\n", (int)getpid());
 }
 
 rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm)
@@ -92,10 +101,7 @@ rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm)
         comm_dump_one(comm, stderr);
         rcoll__comm_release(comm);
     } else {
-        int n = rcoll__live_foreach(dump_each, NULL);
-        if (!n)
-            fprintf(stderr, "rcoll: pid %d has no communicator\n",
-                    (int)getpid());
+        dump_all(stderr);
     }
     fflush(stderr);
     return RCOLL_OK;
@@ -117,6 +123,29 @@ static void dump_handler(int sig)
     errno = e;
 }
 
+/* rcoll-info -p PID asks for the dump by creating RCOLL_DUMP_REPLY_FMT
+ * (empty, ours, mode 0600) before it sends the signal: then the dump goes
+ * there, ended by RCOLL_DUMP_END, and not to stderr. Opened without
+ * following links or creating anything, and only if it is a regular empty
+ * file of this user (the directory is shared). */
+static FILE *dump_reply_open(void)
+{
+    char path[64];
+    snprintf(path, sizeof(path), RCOLL_DUMP_REPLY_FMT, (int)getpid());
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+                            O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_uid == geteuid() && st.st_size == 0)
+        f = fdopen(fd, "a");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 static void *dump_thread(void *arg)
 {
     (void)arg;
@@ -127,21 +156,24 @@ static void *dump_thread(void *arg)
             continue;
         if (n <= 0)
             return NULL;
-        rcoll_comm_dump(NULL);
+        FILE *f = dump_reply_open();
+        if (f) {
+            dump_all(f);
+            fputs(RCOLL_DUMP_END "\n", f);
+            fclose(f);
+        } else {
+            rcoll_comm_dump(NULL);
+        }
     }
 }
 
 static void dump_signal_once(void)
 {
     const char *v = rcoll_config.dump_signal;
-    int sig = 0;
-    if (!v || !*v || !strcmp(v, "0") || !strcasecmp(v, "none"))
+    int sig = rcoll_dump_signal_number(v);
+    if (sig == 0)
         return;
-    if (!strcasecmp(v, "USR1") || !strcasecmp(v, "SIGUSR1"))
-        sig = SIGUSR1;
-    else if (!strcasecmp(v, "USR2") || !strcasecmp(v, "SIGUSR2"))
-        sig = SIGUSR2;
-    else {
+    if (sig < 0) {
         rcoll_warn("RCOLL_DUMP_SIGNAL=%s: not USR1, USR2 or none; no dump "
                    "signal", v);
         return;

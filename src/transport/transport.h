@@ -179,6 +179,14 @@ typedef struct rcoll_tl_ops {
     void (*send_revoke)(rcoll_tl_ctx_t *ctx, void *cookie, const char *why);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
+    /* The lanes (proto/lanes.h) each peer's messages are striped over
+     * with the current settings, and what they are (rcoll-info -t). */
+    int (*lanes)(char *what, size_t len);
+    /* For rcoll_comm_dump (and rcoll-info -p): this context's lanes with
+     * their counters and any cache's, as lines "rcoll:     ...". Called
+     * under the communicator's lock, from any thread: reads counters
+     * only. */
+    void (*stats)(rcoll_tl_ctx_t *ctx, FILE *f);
     /* For rcoll-info -m: the bytes this rank allocates per peer it serves
      * with these settings (the bound of its memory per communicator), and
      * what they are. */

@@ -2,6 +2,7 @@
 #include "params.h"
 #include <ctype.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,8 +189,9 @@ static const param_t params[] = {
     P("DUMP_SIGNAL", "USR1", "string", dump_signal, string,
       "kill -USR1 (or USR2) makes the process print every communicator and "
       "each operation in flight with the step and peer it waits for (as "
-      "rcoll_comm_dump(NULL)) to stderr; none turns it off. Installed only "
-      "if the application has no handler of its own"),
+      "rcoll_comm_dump(NULL)), each transport's lanes and counters, to "
+      "stderr, or to rcoll-info -p PID when that asked; none turns it off. "
+      "Installed only if the application has no handler of its own"),
     P("CHECKSUM", "0", "int", checksum, int,
       "1: every chunk carries a CRC32C of its header and payload, checked "
       "before the data is used; a mismatch fails the operation with "
@@ -494,4 +496,15 @@ int rcoll_config_name_allowed(const char *spec, const char *name)
         if (!strcmp(tok, name))
             found = 1;
     return neg ? !found : found;
+}
+
+int rcoll_dump_signal_number(const char *v)
+{
+    if (!v || !*v || !strcmp(v, "0") || !strcasecmp(v, "none"))
+        return 0;
+    if (!strcasecmp(v, "USR1") || !strcasecmp(v, "SIGUSR1"))
+        return SIGUSR1;
+    if (!strcasecmp(v, "USR2") || !strcasecmp(v, "SIGUSR2"))
+        return SIGUSR2;
+    return -1;
 }

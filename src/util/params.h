@@ -105,6 +105,15 @@ int rcoll_fault(const char *site);
 /* Parses "1k", "512K", "8M", "2G" (binary) into bytes; -1 on error. */
 int rcoll_parse_size(const char *s, size_t *out);
 
+/* RCOLL_DUMP_SIGNAL's value as a signal number: SIGUSR1, SIGUSR2, 0 for
+ * none (or empty), -1 if it is none of these. */
+int rcoll_dump_signal_number(const char *v);
+/* rcoll-info -p PID: the file it creates (empty, mode 0600) before it
+ * sends the dump signal, and that process's dump then goes to, ended by a
+ * line RCOLL_DUMP_END (core/dump.c). */
+#define RCOLL_DUMP_REPLY_FMT "/tmp/rcoll-dump.%d"
+#define RCOLL_DUMP_END "rcoll: end of dump"
+
 /* RCOLL_TRANSPORTS: 1 if transport `name` is allowed by `spec`
  * ("tcp,shm" include list, "^shm" exclude list, NULL/empty = all). */
 int rcoll_config_name_allowed(const char *spec, const char *name);

@@ -289,12 +289,17 @@ check "siw: a port goes down while idle: the asynchronous event fails its rank a
 # the registration cache: sends from and receives into buffers that each
 # round unmaps and maps again at the same address with other contents
 # (zero-copy sends and receives in place through cached registrations):
-# every round exact, and the cache saw the buffers go (its info line)
+# every round exact, and the cache saw the buffers go (its info line);
+# rcoll_comm_dump shows its hits and the lanes' counters
 rcache_ib() {
     hosts 2 29743 env RCOLL_TRANSPORTS=ib RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=net \
         $B/tests/test_rcache comm || return 1
     grep -h "registration cache" "$L"/rank*.log
-    grep -q "registration cache: .* [1-9][0-9]* invalidated" "$L"/rank*.log
+    grep -q "registration cache: .* [1-9][0-9]* invalidated" "$L"/rank*.log || return 1
+    # the dump's counters (rcoll-info -p): hits from the buffer used 4
+    # times, on both ranks, and the lanes' sent and received bytes
+    [ "$(grep -l "rcoll:     registration cache: [1-9][0-9]* hits" "$L"/rank[01].log | wc -l)" = 2 ] || return 1
+    grep -q "rcoll:     lane 0 (QP k of every peer): sent [1-9]" "$L"/rank0.log
 }
 check "siw: registration cache: buffers unmapped and mapped again at the same address, 2 hosts" rcache_ib
 # a device whose completion queues hold less than every queue pair could

@@ -50,6 +50,7 @@
 
 #include "transport/transport.h"
 #include "transport/slots.h"
+#include "proto/lanes.h"
 #include "proto/rcache.h"
 #include "util/dl.h"
 #include "util/params.h"
@@ -140,6 +141,7 @@ typedef struct {
                                  takes an entry of the CQ until polled) */
     /* oob mode */
     uint32_t psn;
+    rcoll_lane_stats_t st;
 } ib_qp_t;
 
 struct ib_ep {

@@ -1180,6 +1180,45 @@ static size_t ib_peer_bytes(size_t chunk, int nslots, char *what, size_t len)
     return (size_t)q * 2 * ring;
 }
 
+static int ib_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "RC queue pairs per peer (RCOLL_IB_QPS_PER_PEER), "
+             "message i on QP i mod %d", rcoll_config.ib_qps_per_peer);
+    return rcoll_config.ib_qps_per_peer;
+}
+
+static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum[64] = {{0}};
+    int n = RCOLL_MIN(ctx->nqps, 64), peers = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
+        ib_ep_t *ep = ctx->eps[i];
+        peers += ep != NULL;
+        for (int k = 0; ep && k < n; k++)
+            rcoll_lanes_sum(&sum[k], &ep->qps[k].st);
+    }
+    fprintf(f, "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers; "
+            "%llu sends, %llu zero-copy, %llu written in place\n", ctx->nqps,
+            ctx->devname, ctx->port, peers,
+            (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_zcopy,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_placed,
+                                                __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "QP k of every peer", n, sum);
+    if (ctx->rcache) {
+        rcoll_rcache_stats_t rs;
+        rcoll_rcache_stats(ctx->rcache, &rs);
+        fprintf(f, "rcoll:     registration cache: %lu hits, %lu misses, "
+                "%lu invalidated (memory freed or unmapped), %lu evicted, "
+                "%lu not kept; %d entries, %zu bytes pinned now, %zu at "
+                "most, bound %zu%s\n", rs.hits, rs.misses, rs.invalidations,
+                rs.evictions, rs.uncached, rs.entries, rs.pinned,
+                rs.pinned_peak, rs.max_pinned,
+                rs.monitored ? "" : " (no memory monitor: nothing kept)");
+    }
+}
+
 const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .name = "ib",
     .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
@@ -1191,6 +1230,8 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .recv_peek = ib_recv_peek,
     .recv_release = ib_recv_release,
     .recv_full = ib_recv_full,
+    .lanes = ib_lanes,
+    .stats = ib_stats,
     .recv_place = ib_recv_place,
     .recv_unplace = ib_recv_unplace,
     .send_revoke = ib_send_revoke,

@@ -554,8 +554,10 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
         need = (q->imm ? 1 : 2) + (rp >= 0);
         if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
-            q->sq_free < need || !ib_cq_room(ctx, need))
+            q->sq_free < need || !ib_cq_room(ctx, need)) {
+            rcoll_lane_add(&q->st.tx_waits, 1);
             return RCOLL_INPROGRESS;
+        }
     }
     uint32_t slot = (uint32_t)(q->tx_seq % ns);
     char *s = q->tx + (size_t)slot * ctx->stride;
@@ -605,7 +607,7 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         wr[0].num_sge = 1;
         if (off + hdr->len >= p->bytes) /* its last: forget it */
             ep->rplace[rp] = ep->rplace[--ep->nrplace];
-        ctx->n_placed++;
+        rcoll_lane_add(&ctx->n_placed, 1);
     } else if (ukey) {
         /* registered user memory: the NIC gathers the payload in place */
         memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
@@ -669,12 +671,13 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     rcoll_slots_sent(&q->sl);
     q->tx_seq++;
     ep->tx_seq++;
-    ctx->n_sent++;
+    rcoll_lane_sent(&q->st, hdr->len);
+    rcoll_lane_add(&ctx->n_sent, 1);
     if (ukey) {
         /* done when the NIC has read it: at the completion */
         q->tx_cookie[slot] = cookie;
         q->tx_rent[slot] = rent;
-        ctx->n_zcopy++;
+        rcoll_lane_add(&ctx->n_zcopy, 1);
     } else if (cookie) {
         /* the payload was copied (staging or inline): the buffer is free */
         ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
@@ -844,6 +847,9 @@ void ib_recv_release(rcoll_tl_ep_t *tep)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    rcoll_lane_received(&q->st, q->rx_flag[q->sl.head] == SLOT_TL
+                                    ? sizeof(ib_place_msg_t)
+                                    : ep->rx_hdr.len);
     q->rx_flag[q->sl.head] = SLOT_PLAIN;
     ep->rx_seq++;
     /* like TCP: credits go back with our next message, alone at half the

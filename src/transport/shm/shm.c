@@ -28,6 +28,7 @@
  * the aborting rank's segment header, which peers read in progress(). */
 #define _GNU_SOURCE
 #include "transport/transport.h"
+#include "proto/lanes.h"
 #include "util/params.h"
 #include <dirent.h>
 #include <errno.h>
@@ -129,6 +130,7 @@ typedef struct shm_ep {
     int dead;                   /* its process exited */
     int failed;                 /* reported to the engine */
     char fail_msg[1024];
+    rcoll_lane_stats_t st;      /* the one lane: this ring pair */
 } shm_ep_t;
 
 struct rcoll_tl_ctx {
@@ -146,6 +148,9 @@ struct rcoll_tl_ctx {
     shm_ep_t **eps;             /* by rank; NULL if not ours */
     int npeers;
     uint8_t *pairs;             /* copy of p.pairs */
+    uint64_t sent_single;       /* messages sent for the peer to read from
+                                   our memory (single copy) */
+    uint64_t read_bytes;        /* bytes read from peers' memory */
 };
 
 /* ---- helpers ---- */
@@ -366,6 +371,7 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
             int state = shm_ep_check(ep);
             if (state != SHM_LIVE)
                 return shm_ep_error(ep, state);
+            rcoll_lane_add(&ep->st.tx_waits, 1);
             return RCOLL_INPROGRESS;
         }
     }
@@ -399,6 +405,9 @@ static rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
             memcpy(slot + SHM_CL, payload, hdr->len);
     }
     ep->tx_head++;
+    rcoll_lane_sent(&ep->st, hdr->len);
+    if (single)
+        rcoll_lane_add(&ctx->sent_single, 1);
     __atomic_store_n(&ep->tx->head, ep->tx_head, __ATOMIC_RELEASE);
     shm_ring_doorbell(ep->peer_hdr);
     if (!single)
@@ -519,6 +528,7 @@ static rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
         }
         got += (size_t)n;
     }
+    rcoll_lane_add(&ctx->read_bytes, len);
     /* Read from memory that was the sender's operation's all along? Its
      * revocation (a seq_cst store, then its caller's writes) comes after
      * our reads if we do not see it here: a seqlock reader's check. */
@@ -563,6 +573,7 @@ static void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
 static void shm_recv_release(rcoll_tl_ep_t *tep)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
+    rcoll_lane_received(&ep->st, ep->rx_hdr.len);
     ep->rx_tail++;
     __atomic_store_n(&ep->rx->tail, ep->rx_tail, __ATOMIC_RELEASE);
     shm_ring_doorbell(ep->peer_hdr); /* a credit for a waiting sender */
@@ -992,6 +1003,34 @@ static size_t shm_peer_bytes(size_t chunk, int nslots, char *what,
     return shm_ring_bytes(SHM_CL + SHM_ALIGN(chunk), nslots);
 }
 
+static int shm_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "ring of slots per peer and direction in shared "
+             "memory; whole transfers the receiver only copies are read "
+             "from the sender's memory (process_vm_readv)");
+    return 1;
+}
+
+static void shm_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum = {0};
+    int single = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
+        if (ctx->eps[i]) {
+            rcoll_lanes_sum(&sum, &ctx->eps[i]->st);
+            single += ctx->eps[i]->cma_tx;
+        }
+    fprintf(f, "rcoll:     1 lane per peer (a ring of %d slots), %d peers, "
+            "%d of them read our memory (single copy); %llu messages sent "
+            "for single copy, %llu bytes read from peers' memory\n",
+            ctx->p.nslots, ctx->npeers, single,
+            (unsigned long long)__atomic_load_n(&ctx->sent_single,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->read_bytes,
+                                                __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "every peer's ring", 1, &sum);
+}
+
 const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .name = "shm",
     .doc = "shared memory between ranks of one host (POSIX segments, "
@@ -1005,6 +1044,8 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .recv_release = shm_recv_release,
     .send_revoke = shm_send_revoke,
     .recv_full = shm_recv_full,
+    .lanes = shm_lanes,
+    .stats = shm_stats,
     .progress = shm_progress,
     .wait = shm_wait,
     .kick = shm_kick,

@@ -9,6 +9,7 @@
  * process died. */
 #include "transport/transport.h"
 #include "transport/slots.h"
+#include "proto/lanes.h"
 #include "util/params.h"
 #include <errno.h>
 #include <netinet/tcp.h>
@@ -150,6 +151,7 @@ typedef struct {
     int bye;                  /* the peer said goodbye on this socket */
     int ended;                /* EOF, reset or abort on this socket */
     int closed;               /* fd closed (bye/abort/error) */
+    rcoll_lane_stats_t st;
 } tcp_sock_t;
 
 struct tcp_ep {
@@ -180,6 +182,8 @@ struct rcoll_tl_ctx {
     size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
     int listen_fd;
     tcp_ep_t **eps;           /* by rank */
+    uint64_t placed_bytes;    /* payload read straight into receivers'
+                                 buffers (tcp_recv_place) */
 };
 
 typedef struct {
@@ -444,15 +448,20 @@ static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                    hdr->len, &off);
     if (!rcoll_slots_can_send(&s->sl) ||
         (big && s->tx_big_out >= ep->ctx->nbig) ||
-        s->tx_ring_used + ring > ep->ctx->ring_size)
+        s->tx_ring_used + ring > ep->ctx->ring_size) {
+        rcoll_lane_add(&s->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
+    }
     if (hdr->len > ep->ctx->p.chunk_size)
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "tcp: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ep->ctx->p.chunk_size);
-    if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0)
+    if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0) {
+        rcoll_lane_add(&s->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
+    }
     rcoll_slots_sent(&s->sl);
+    rcoll_lane_sent(&s->st, hdr->len);
     int n = ep->ctx->nslots, i = (s->tx_fifo_head + s->tx_fifo_count++) % n;
     s->tx_isbig[i] = (unsigned char)big;
     s->tx_ring[i] = ring;
@@ -640,6 +649,7 @@ static char *tcp_place_find(tcp_ep_t *ep, const rcoll_msg_hdr_t *h)
             h->len > pl->bytes - off)
             return NULL; /* not what it should be: the receiver sees */
         ep->place[i].landed += h->len;
+        rcoll_lane_add(&ep->ctx->placed_bytes, h->len);
         return pl->dst + off;
     }
     return NULL;
@@ -917,6 +927,7 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
     int slot = s->sl.head;
+    rcoll_lane_received(&s->st, s->slot_hdr[slot].len);
     if (s->slot_isbig[slot]) {
         s->rx_big_held--;
         s->rx_big_owed++;
@@ -1376,6 +1387,30 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
            (chunk + (size_t)TCP_RING_MUL * TCP_SMALL_MAX);
 }
 
+static int tcp_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "sockets per peer (RCOLL_TCP_NSOCKS), message i on "
+             "socket i mod %d", rcoll_config.tcp_nsocks);
+    return rcoll_config.tcp_nsocks;
+}
+
+static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum[64] = {{0}};
+    int n = RCOLL_MIN(ctx->nsocks, 64), peers = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        peers += ep != NULL;
+        for (int k = 0; ep && k < n; k++)
+            rcoll_lanes_sum(&sum[k], &ep->socks[k].st);
+    }
+    fprintf(f, "rcoll:     %d lanes per peer (sockets), %d peers, %d slots "
+            "per socket, %zu bytes received in place\n", ctx->nsocks, peers,
+            ctx->nslots, (size_t)__atomic_load_n(&ctx->placed_bytes,
+                                                 __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "socket k of every peer", n, sum);
+}
+
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .name = "tcp",
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
@@ -1386,6 +1421,8 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
     .recv_full = tcp_recv_full,
+    .lanes = tcp_lanes,
+    .stats = tcp_stats,
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,
     .send_revoke = tcp_send_revoke,
