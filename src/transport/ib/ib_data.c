@@ -526,16 +526,171 @@ void ib_async_detach(struct rcoll_tl_ctx *ctx)
 }
 
 
+/* ib_send's steps. A message is one RDMA WRITE of header and payload into
+ * the peer's slot, signalled by its immediate (or a SEND after it), and
+ * for a receive the peer posted in place, a WRITE of the payload into the
+ * peer's buffer before them. */
+
+/* The work requests of one message, built in place (they point into it). */
+typedef struct {
+    struct ibv_sge sge[3];
+    struct ibv_send_wr wr[3];   /* [2]: payload in place, [0]: slot, [1]:
+                                   the SEND signal without immediates */
+    struct ibv_sge wsge;
+    uint32_t word;              /* the signal: kind, credits, slot */
+} ib_msg_wrs_t;
+
+/* 1 if q has room for the message now (credit, staging slot, send queue,
+ * completion queue), polling once if not; *rp: the peer's receive in
+ * place it goes to (-1: none), *need: its work requests. */
+static int ib_send_room(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, ib_qp_t *q,
+                        const rcoll_msg_hdr_t *hdr, int *rp, int *need)
+{
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    for (int tries = 0; tries < 2; tries++) {
+        if (tries)
+            ib_poll(ctx);
+        *rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+        *need = (q->imm ? 1 : 2) + (*rp >= 0);
+        if (rcoll_slots_can_send(&q->sl) && q->tx_seq - q->tx_done < ns &&
+            q->sq_free >= *need && ib_cq_room(ctx, *need))
+            return 1;
+    }
+    return 0;
+}
+
+/* The local key the NIC reads the payload through in place: the user's
+ * registration (rcoll_comm_register), else, for a large one, the cache's
+ * (*rent; a failure leaves it to the staging copy); 0: copy it. */
+static uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
+                            uint32_t len, rcoll_rcache_entry_t **rent)
+{
+    uint32_t ukey = 0;
+    *rent = NULL;
+    if (len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
+        ukey = ib_reg_lookup(ctx, payload, len);
+    if (!ukey && ctx->rcache && rcoll_config.ib_zcopy_min &&
+        len >= rcoll_config.ib_zcopy_min) {
+        void *h;
+        if ((*rent = rcoll_rcache_get(ctx->rcache, (void *)payload, len, &h)))
+            ukey = ((struct ibv_mr *)h)->lkey;
+    }
+    return ukey;
+}
+
+/* The payload straight into the peer's destination rp (from the user's
+ * registered memory, else from staging s), then the header alone into
+ * the slot (wr[0]). */
+static void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
+                         const rcoll_msg_hdr_t *hdr, const void *payload,
+                         uint32_t ukey, ib_msg_wrs_t *w)
+{
+    const ib_place_msg_t *p = &ep->rplace[rp];
+    uint64_t off = (uint64_t)hdr->chunk * p->chunk;
+    memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+    if (!ukey)
+        memcpy(s + IB_HDR, payload, hdr->len);
+    w->sge[2] = ukey ? (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey}
+                     : (struct ibv_sge){(uintptr_t)(s + IB_HDR), hdr->len,
+                                        q->tx_mr->lkey};
+    w->wr[2].wr_id = WRID(q, WR_NOTE, 0);
+    w->wr[2].opcode = IBV_WR_RDMA_WRITE;
+    w->wr[2].sg_list = &w->sge[2];
+    w->wr[2].num_sge = 1;
+    w->wr[2].send_flags = IBV_SEND_SIGNALED;
+    w->wr[2].wr.rdma.remote_addr = p->addr + off;
+    w->wr[2].wr.rdma.rkey = p->rkey;
+    w->wr[2].next = &w->wr[0];
+    w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+                                 q->tx_mr->lkey};
+    w->wr[0].num_sge = 1;
+    if (off + hdr->len >= p->bytes) /* its last: forget it */
+        ep->rplace[rp] = ep->rplace[--ep->nrplace];
+    rcoll_lane_add(&ep->ctx->n_placed, 1);
+}
+
+/* Header and payload into the slot (wr[0]): gathered from registered
+ * user memory, inline in the work request, or copied into staging s. */
+static void ib_wrs_slot(ib_qp_t *q, char *s, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, uint32_t ukey, int inl,
+                        ib_msg_wrs_t *w)
+{
+    if (ukey) {
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF),
+                                     sizeof(*hdr), q->tx_mr->lkey};
+        w->sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey};
+        w->wr[0].num_sge = 2;
+    } else if (inl) {
+        /* the data is copied into the work request when it is posted */
+        w->sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
+        w->sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
+        w->wr[0].num_sge = hdr->len ? 2 : 1;
+        w->wr[0].send_flags = IBV_SEND_INLINE;
+    } else {
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (hdr->len)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF),
+                                     (uint32_t)(sizeof(*hdr) + hdr->len),
+                                     q->tx_mr->lkey};
+        w->wr[0].num_sge = 1;
+    }
+}
+
+/* wr[0] targets the peer's slot and carries the signal: its immediate, or
+ * (without immediates) the SEND of the signal word after it. */
+static void ib_wrs_signal(struct rcoll_tl_ctx *ctx, ib_qp_t *q, uint32_t slot,
+                          ib_msg_wrs_t *w)
+{
+    w->wr[0].sg_list = w->sge;
+    w->wr[0].wr.rdma.remote_addr = q->raddr + (uint64_t)slot * ctx->stride +
+                                   IB_HDR_OFF;
+    w->wr[0].wr.rdma.rkey = q->rkey;
+    w->wr[0].send_flags |= IBV_SEND_SIGNALED;
+    w->wsge = (struct ibv_sge){(uintptr_t)&w->word, sizeof(w->word), 0};
+    if (q->imm) {
+        w->wr[0].wr_id = WRID(q, WR_DATA, 0);
+        w->wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        w->wr[0].imm_data = htonl(w->word);
+    } else {
+        w->wr[0].wr_id = WRID(q, WR_NOTE, 0);
+        w->wr[0].opcode = IBV_WR_RDMA_WRITE;
+        w->wr[0].next = &w->wr[1];
+        w->wr[1].wr_id = WRID(q, WR_DATA, 0);
+        w->wr[1].opcode = IBV_WR_SEND;
+        w->wr[1].sg_list = &w->wsge;
+        w->wr[1].num_sge = 1;
+        w->wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    }
+}
+
+/* A refused post: a queue pair in error refuses posts before its error
+ * completions or the device's event arrive, so the cause is named as
+ * they would (a port down), else the refusal (siw returns -1 and sets
+ * errno; others return an errno, some negated). */
+static rcoll_status_t ib_send_refused(ib_ep_t *ep, ib_qp_t *q, int rc,
+                                      rcoll_rcache_entry_t *rent)
+{
+    char why[128];
+    snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s", q->idx,
+             strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
+    rcoll_rcache_put(ep->ctx->rcache, rent);
+    ib_qp_ended(q, why);
+    if (!ep->failed)
+        ib_ep_fail(ep, "%s", why);
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+}
+
 rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                        const void *payload, void *cookie, int flags,
                        size_t xfer)
 {
     (void)xfer;
+    (void)flags;
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     ib_qp_t *q = &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
-    uint64_t ns = (uint64_t)ctx->p.nslots;
-    (void)flags;
     if (ep->failed || q->ended)
         return ib_ep_error(ep);
     if (q->bye)
@@ -546,125 +701,30 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "ib: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ctx->p.chunk_size);
-    int rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
-    int need = (q->imm ? 1 : 2) + (rp >= 0);
-    if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
-        q->sq_free < need || !ib_cq_room(ctx, need)) {
-        ib_poll(ctx);
-        rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
-        need = (q->imm ? 1 : 2) + (rp >= 0);
-        if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
-            q->sq_free < need || !ib_cq_room(ctx, need)) {
-            rcoll_lane_add(&q->st.tx_waits, 1);
-            return RCOLL_INPROGRESS;
-        }
+    int rp, need;
+    if (!ib_send_room(ctx, ep, q, hdr, &rp, &need)) {
+        rcoll_lane_add(&q->st.tx_waits, 1);
+        return RCOLL_INPROGRESS;
     }
-    uint32_t slot = (uint32_t)(q->tx_seq % ns);
+    uint32_t slot = (uint32_t)(q->tx_seq % (uint64_t)ctx->p.nslots);
     char *s = q->tx + (size_t)slot * ctx->stride;
-    size_t len = sizeof(rcoll_msg_hdr_t) + hdr->len;
     int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
-    uint32_t word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
-    struct ibv_sge sge[3];
-    struct ibv_send_wr wr[3], *bad, *m;
-    uint32_t ukey = 0;
-    memset(wr, 0, sizeof(wr));
-    int inl = rp < 0 && len <= ctx->max_inline &&
+    int inl = rp < 0 && sizeof(*hdr) + hdr->len <= ctx->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
     rcoll_rcache_entry_t *rent = NULL;
-    if (!inl && hdr->len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
-        ukey = ib_reg_lookup(ctx, payload, hdr->len);
-    if (!inl && !ukey && ctx->rcache && rcoll_config.ib_zcopy_min &&
-        hdr->len >= rcoll_config.ib_zcopy_min) {
-        /* large: the NIC reads the caller's buffer through a cached
-         * registration (a failure leaves it to the staging copy) */
-        void *h;
-        if ((rent = rcoll_rcache_get(ctx->rcache, (void *)payload, hdr->len,
-                                     &h)))
-            ukey = ((struct ibv_mr *)h)->lkey;
-    }
-    if (rp >= 0) {
-        /* the payload straight into the peer's destination (from the
-         * user's registered memory, else from staging), then the header
-         * alone into the slot */
-        const ib_place_msg_t *p = &ep->rplace[rp];
-        uint64_t off = (uint64_t)hdr->chunk * p->chunk;
-        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-        if (!ukey)
-            memcpy(s + IB_HDR, payload, hdr->len);
-        sge[2] = ukey ? (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey}
-                      : (struct ibv_sge){(uintptr_t)(s + IB_HDR), hdr->len,
-                                         q->tx_mr->lkey};
-        wr[2].wr_id = WRID(q, WR_NOTE, 0);
-        wr[2].opcode = IBV_WR_RDMA_WRITE;
-        wr[2].sg_list = &sge[2];
-        wr[2].num_sge = 1;
-        wr[2].send_flags = IBV_SEND_SIGNALED;
-        wr[2].wr.rdma.remote_addr = p->addr + off;
-        wr[2].wr.rdma.rkey = p->rkey;
-        wr[2].next = &wr[0];
-        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
-                                  q->tx_mr->lkey};
-        wr[0].num_sge = 1;
-        if (off + hdr->len >= p->bytes) /* its last: forget it */
-            ep->rplace[rp] = ep->rplace[--ep->nrplace];
-        rcoll_lane_add(&ctx->n_placed, 1);
-    } else if (ukey) {
-        /* registered user memory: the NIC gathers the payload in place */
-        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
-                                  q->tx_mr->lkey};
-        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey};
-        wr[0].num_sge = 2;
-    } else if (inl) {
-        /* inline: the data is copied into the work request now */
-        sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
-        sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
-        wr[0].num_sge = hdr->len ? 2 : 1;
-        wr[0].send_flags = IBV_SEND_INLINE;
-    } else {
-        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-        if (hdr->len)
-            memcpy(s + IB_HDR, payload, hdr->len);
-        sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), (uint32_t)len,
-                                  q->tx_mr->lkey};
-        wr[0].num_sge = 1;
-    }
-    wr[0].sg_list = sge;
-    wr[0].wr.rdma.remote_addr = q->raddr + (uint64_t)slot * ctx->stride +
-                                IB_HDR_OFF;
-    wr[0].wr.rdma.rkey = q->rkey;
-    wr[0].send_flags |= IBV_SEND_SIGNALED;
-    struct ibv_sge wsge = {(uintptr_t)&word, sizeof(word), 0};
-    if (q->imm) {
-        wr[0].wr_id = WRID(q, WR_DATA, 0);
-        wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr[0].imm_data = htonl(word);
-    } else {
-        wr[0].wr_id = WRID(q, WR_NOTE, 0);
-        wr[0].opcode = IBV_WR_RDMA_WRITE;
-        wr[0].next = &wr[1];
-        wr[1].wr_id = WRID(q, WR_DATA, 0);
-        wr[1].opcode = IBV_WR_SEND;
-        wr[1].sg_list = &wsge;
-        wr[1].num_sge = 1;
-        wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    }
-    m = rp >= 0 ? &wr[2] : &wr[0];
-    int rc = ibv_post_send(q->qp, m, &bad);
-    if (rc != 0) {
-        /* a queue pair in error refuses posts before its error completions
-         * or the device's event arrive: name the cause as they would (a
-         * port down), else the refusal (siw returns -1 and sets errno;
-         * others return an errno, some negated) */
-        char why[128];
-        snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s",
-                 q->idx, strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
-        rcoll_rcache_put(ctx->rcache, rent);
-        ib_qp_ended(q, why);
-        if (!ep->failed)
-            ib_ep_fail(ep, "%s", why);
-        return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
-    }
+    uint32_t ukey = inl ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
+    ib_msg_wrs_t w;
+    memset(&w, 0, sizeof(w));
+    w.word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
+    if (rp >= 0)
+        ib_wrs_place(ep, q, rp, s, hdr, payload, ukey, &w);
+    else
+        ib_wrs_slot(q, s, hdr, payload, ukey, inl, &w);
+    ib_wrs_signal(ctx, q, slot, &w);
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(q->qp, rp >= 0 ? &w.wr[2] : &w.wr[0], &bad);
+    if (rc != 0)
+        return ib_send_refused(ep, q, rc, rent);
     q->sq_free -= need;
     ib_cq_posted(q, need);
     rcoll_slots_take_owed(&q->sl, c);
