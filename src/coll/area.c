@@ -316,140 +316,161 @@ static void area_reduce(coll_sched_t *s, const coll_area_t *a, char *out,
         s->md->reduce_avg_scale(s->dt, out, out, count, a->n);
 }
 
+/* Waits for j's descriptor and buffer to be free for operation k (every
+ * rank, this one included, has finished the operation that used them
+ * before: s->aneed), then publishes this rank's input and descriptor. */
+static rcoll_status_t area_publish(coll_sched_t *s, coll_area_t *a,
+                                   uint64_t k)
+{
+    int n = a->n, me = a->rank;
+    if (a->published != k - 1) {
+        s->waiting_for = "an earlier shared-area operation of this rank";
+        s->waiting_peer = -1;
+        return RCOLL_INPROGRESS;
+    }
+    int contributes = s->kind != COLL_BROADCAST || me == s->root;
+    uint64_t need = s->aneed;
+    if (contributes && need && a->finished < need) {
+        s->waiting_for = "an earlier shared-area operation of this rank";
+        s->waiting_peer = -1;
+        return RCOLL_INPROGRESS;
+    }
+    for (; contributes && need && s->anext < n; s->anext++) {
+        int j = s->anext;
+        if (j == me || a->seen_done[j] >= need)
+            continue;
+        a->seen_done[j] = __atomic_load_n(&area_ctl(a, j)->done,
+                                          __ATOMIC_ACQUIRE);
+        if (a->seen_done[j] < need) {
+            s->waiting_for = "the shared area's buffer (still read by)";
+            s->waiting_peer = j;
+            return RCOLL_INPROGRESS;
+        }
+    }
+    if (contributes) {
+        area_desc_t *d = area_desc(a, me, k);
+        if (s->ain)
+            s->md->copy(area_data(a, me, s), s->sendbuf, s->ain);
+        d->count = s->count;
+        d->kind = (uint32_t)s->kind;
+        d->dt = (uint32_t)s->dt;
+        d->op = (uint32_t)s->op;
+        d->root = s->root;
+        d->done = a->finished;
+        __atomic_store_n(&d->seq, k, __ATOMIC_RELEASE);
+        /* for sleepers (the transport's wait() watches it); they are
+         * woken before this rank waits (coll_area_flush) or when it
+         * finishes: no fence here, on the fast path */
+        __atomic_store_n(&area_ctl(a, me)->posted, k, __ATOMIC_RELAXED);
+        a->wake_pending = 1;
+    }
+    a->published = k;
+    s->anext = 0;
+    return RCOLL_OK;
+}
+
+/* Waits for the descriptors of the ranks whose input this one reads
+ * (all; a broadcast's root; none for a reduce's non-root), each checked
+ * against this call. */
+static rcoll_status_t area_inputs(coll_sched_t *s, const coll_env_t *e,
+                                  coll_area_t *a, uint64_t k)
+{
+    int lo = 0, hi = a->n; /* ranks [lo, hi) */
+    if (s->kind == COLL_BROADCAST) {
+        lo = s->root;
+        hi = a->rank == s->root ? lo : lo + 1;
+    } else if (s->kind == COLL_REDUCE && a->rank != s->root) {
+        hi = lo;
+    }
+    if (s->anext < lo)
+        s->anext = lo;
+    for (; s->anext < hi; s->anext++) {
+        int j = s->anext;
+        area_desc_t *d = area_desc(a, j, k);
+        /* the line holds an earlier operation (or nothing) until j
+         * writes k: it cannot get further before we finish k */
+        if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != k) {
+            s->waiting_for = "the shared-area input of";
+            s->waiting_peer = j;
+            return RCOLL_INPROGRESS;
+        }
+        /* what it had finished then: spares a read of its counters at
+         * our next publish */
+        if (d->done > a->seen_done[j])
+            a->seen_done[j] = d->done;
+        rcoll_status_t st = area_check(s, e, j, d);
+        if (st != RCOLL_OK)
+            return st;
+    }
+    return RCOLL_OK;
+}
+
+/* The result from the inputs, in the caller's buffer. */
+static void area_combine(coll_sched_t *s, const coll_area_t *a)
+{
+    int n = a->n, me = a->rank;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    char *out = s->recvbuf;
+    switch (s->kind) {
+    case COLL_ALLREDUCE:
+        area_reduce(s, a, out, 0, s->count);
+        break;
+    case COLL_REDUCE:
+        if (me == s->root)
+            area_reduce(s, a, out, 0, s->count);
+        break;
+    case COLL_REDUCE_SCATTER:
+        area_reduce(s, a, out, (size_t)me * bytes, s->count);
+        break;
+    case COLL_ALLGATHER:
+        for (int j = 0; j < n; j++)
+            s->md->copy(out + (size_t)j * bytes, area_data(a, j, s), bytes);
+        break;
+    case COLL_ALLTOALL:
+        for (int j = 0; j < n; j++)
+            s->md->copy(out + (size_t)j * bytes,
+                        area_data(a, j, s) + (size_t)me * bytes, bytes);
+        break;
+    case COLL_BROADCAST:
+        if (me == s->root)
+            coll_copy_in(s);
+        else
+            s->md->copy(out, area_data(a, s->root, s), bytes);
+        break;
+    default:
+        break;
+    }
+}
+
+/* An operation through the shared area, in three phases (s->aphase): 0
+ * publish this rank's input, in order; 1 read the others' and combine;
+ * 2 finish, in order (a later operation's done would tell writers that
+ * this one's buffer is free). */
 rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
                                   int *progressed)
 {
     coll_area_t *a = e->area;
-    int n = a->n, me = a->rank;
     uint64_t k = s->aseq;
-    size_t bytes = s->count * rcoll_datatype_size(s->dt);
     rcoll_status_t st;
-
     if (s->aphase == 0) {
-        /* 1. publish, in order */
-        if (a->published != k - 1) {
-            s->waiting_for = "an earlier shared-area operation of this rank";
-            s->waiting_peer = -1;
-            return RCOLL_INPROGRESS;
-        }
-        int contributes = s->kind != COLL_BROADCAST || me == s->root;
-        /* its line and data buffer: free once every rank, this one
-         * included (it reads its own input too), has finished the
-         * operation that used them before (s->aneed) */
-        uint64_t need = s->aneed;
-        if (contributes && need && a->finished < need) {
-            s->waiting_for = "an earlier shared-area operation of this rank";
-            s->waiting_peer = -1;
-            return RCOLL_INPROGRESS;
-        }
-        if (contributes && need) {
-            for (; s->anext < n; s->anext++) {
-                int j = s->anext;
-                if (j == me || a->seen_done[j] >= need)
-                    continue;
-                a->seen_done[j] = __atomic_load_n(&area_ctl(a, j)->done,
-                                                  __ATOMIC_ACQUIRE);
-                if (a->seen_done[j] < need) {
-                    s->waiting_for = "the shared area's buffer (still read "
-                                     "by)";
-                    s->waiting_peer = j;
-                    return RCOLL_INPROGRESS;
-                }
-            }
-        }
-        if (contributes) {
-            area_desc_t *d = area_desc(a, me, k);
-            if (s->ain)
-                s->md->copy(area_data(a, me, s), s->sendbuf, s->ain);
-            d->count = s->count;
-            d->kind = (uint32_t)s->kind;
-            d->dt = (uint32_t)s->dt;
-            d->op = (uint32_t)s->op;
-            d->root = s->root;
-            d->done = a->finished;
-            __atomic_store_n(&d->seq, k, __ATOMIC_RELEASE);
-            /* for sleepers (the transport's wait() watches it); they are
-             * woken before this rank waits (coll_area_flush) or when it
-             * finishes: no fence here, on the fast path */
-            __atomic_store_n(&area_ctl(a, me)->posted, k, __ATOMIC_RELAXED);
-            a->wake_pending = 1;
-        }
-        a->published = k;
+        if ((st = area_publish(s, a, k)) != RCOLL_OK)
+            return st;
         s->aphase = 1;
-        s->anext = 0;
         *progressed = 1;
     }
     if (s->aphase == 1) {
-        /* 2. consume: whose input do we read? */
-        int lo = 0, hi = n; /* ranks [lo, hi) */
-        if (s->kind == COLL_BROADCAST) {
-            lo = s->root;
-            hi = me == s->root ? lo : lo + 1;
-        } else if (s->kind == COLL_REDUCE && me != s->root) {
-            hi = lo;
-        }
-        if (s->anext < lo)
-            s->anext = lo;
-        for (; s->anext < hi; s->anext++) {
-            int j = s->anext;
-            area_desc_t *d = area_desc(a, j, k);
-            /* the line holds an earlier operation (or nothing) until j
-             * writes k: it cannot get further before we finish k */
-            if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != k) {
-                s->waiting_for = "the shared-area input of";
-                s->waiting_peer = j;
-                return RCOLL_INPROGRESS;
-            }
-            /* what it had finished then: spares a read of its counters
-             * at our next publish */
-            if (d->done > a->seen_done[j])
-                a->seen_done[j] = d->done;
-            if ((st = area_check(s, e, j, d)) != RCOLL_OK)
-                return st;
-        }
-        char *out = s->recvbuf;
-        switch (s->kind) {
-        case COLL_ALLREDUCE:
-            area_reduce(s, a, out, 0, s->count);
-            break;
-        case COLL_REDUCE:
-            if (me == s->root)
-                area_reduce(s, a, out, 0, s->count);
-            break;
-        case COLL_REDUCE_SCATTER:
-            area_reduce(s, a, out, (size_t)me * bytes, s->count);
-            break;
-        case COLL_ALLGATHER:
-            for (int j = 0; j < n; j++)
-                s->md->copy(out + (size_t)j * bytes, area_data(a, j, s),
-                            bytes);
-            break;
-        case COLL_ALLTOALL:
-            for (int j = 0; j < n; j++)
-                s->md->copy(out + (size_t)j * bytes,
-                            area_data(a, j, s) + (size_t)me * bytes,
-                            bytes);
-            break;
-        case COLL_BROADCAST:
-            if (me == s->root)
-                coll_copy_in(s);
-            else
-                s->md->copy(out, area_data(a, s->root, s), bytes);
-            break;
-        default:
-            break;
-        }
+        if ((st = area_inputs(s, e, a, k)) != RCOLL_OK)
+            return st;
+        area_combine(s, a);
         s->aphase = 2;
         *progressed = 1;
     }
-    /* 3. finish, in order (a later operation's done would tell writers
-     * that this one's buffer is free) */
     if (a->finished != k - 1) {
         s->waiting_for = "an earlier shared-area operation of this rank";
         s->waiting_peer = -1;
         return RCOLL_INPROGRESS;
     }
-    __atomic_store_n(&area_ctl(a, me)->done, k, __ATOMIC_RELEASE);
+    __atomic_store_n(&area_ctl(a, a->rank)->done, k, __ATOMIC_RELEASE);
     a->finished = k;
     a->tl->area_wake(a->ctx);
     a->wake_pending = 0;
