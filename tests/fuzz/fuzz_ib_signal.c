@@ -12,7 +12,9 @@
  * (conn_data_check) are what is fuzzed */
 #include "../../src/transport/ib/ib_mem.c"
 #include "../../src/transport/ib/ib_data.c"
+#include "../../src/transport/ib/ib_dev.c"
 #include "../../src/transport/ib/ib_conn.c"
+#include "../../src/transport/ib/ib_ctx.c"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

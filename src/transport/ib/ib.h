@@ -39,12 +39,14 @@
  * of zero-copy sends are registered through the registration cache
  * (proto/rcache.c), which learns of freed and unmapped memory.
  *
- * The transport is three files, each calling only the ones after it:
- * ib_conn.c (devices, addresses, connecting QPs by rdma_cm or out of band,
- * context create/destroy, the ops table), ib_data.c (sending, completions,
- * credits, receives, failures and asynchronous events) and ib_mem.c
- * (registrations, the cache's hooks, the QPs' rings, receive-in-place
- * destinations). This header holds what they share. */
+ * The transport is five files, each calling only the ones after it:
+ * ib_ctx.c (context create/destroy in steps, counters, the ops table),
+ * ib_conn.c (connecting QPs by rdma_cm or out of band), ib_dev.c (devices,
+ * addresses, GIDs, opening a context's device, rcoll-info's description),
+ * ib_data.c (sending, completions, credits, receives, failures and
+ * asynchronous events) and ib_mem.c (registrations, the cache's hooks,
+ * the QPs' rings, receive-in-place destinations). This header holds what
+ * they share. */
 #ifndef RCOLL_IB_H
 #define RCOLL_IB_H
 
@@ -232,8 +234,20 @@ typedef struct __attribute__((packed)) {
     uint64_t mac;             /* siphash(secret, all of the above) */
 } ib_conn_data_t;             /* 48 bytes: IB's REQ carries 56 */
 
-/* ---- ib_data.c ---- */
+/* ---- ib_conn.c ---- */
+void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events);
+rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx);
 
+/* ---- ib_dev.c ---- */
+int ib_libs_loaded(char *why, size_t len);
+int ib_usable(char *why, size_t len);
+const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v);
+int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
+                union ibv_gid *gid);
+rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx);
+void ib_describe(FILE *f);
+
+/* ---- ib_data.c ---- */
 int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n);
 void ib_cq_posted(ib_qp_t *q, int n);
 void ib_cq_forget(ib_qp_t *q);

@@ -1,0 +1,432 @@
+/* The verbs transport's context (ib.h): created in steps (settings,
+ * device, completion queue, endpoints and QPs, connections, the engine's
+ * epoll set), destroyed in steps (goodbyes, drain, teardown), its
+ * counters for the dump, and the ops table. */
+#include "transport/ib/ib.h"
+
+static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
+
+/* ib_ctx_create's steps, in order; each sets the error it returns. */
+
+/* The settings: connection mode, slot stride, ring and send queue sizes. */
+static rcoll_status_t ib_ctx_params(struct rcoll_tl_ctx *ctx,
+                                    const rcoll_tl_params_t *p)
+{
+    const char *mode = rcoll_config.ib_connect ? rcoll_config.ib_connect : "cm";
+    ctx->p = *p;
+    pthread_mutex_init(&ctx->reg_lock, NULL);
+    ctx->nqps = rcoll_config.ib_qps_per_peer;
+    if (!strcmp(mode, "oob"))
+        ctx->oob = 1;
+    else if (strcmp(mode, "cm") != 0 && mode[0])
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "RCOLL_IB_CONNECT="
+                                "%s: expected cm or oob", mode);
+    ctx->stride = (IB_HDR + p->chunk_size + 63) & ~(size_t)63;
+    ctx->ring_bytes = (size_t)p->nslots * ctx->stride + IB_CTRL;
+    /* data (2 WRs each without immediates) + notes (credits, goodbye) */
+    ctx->sq_depth = 3 * p->nslots + 8;
+    ctx->eps = calloc((size_t)p->nranks, sizeof(*ctx->eps));
+    if (!ctx->eps)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    return RCOLL_OK;
+}
+
+/* The completion queue, for nqp queue pairs of nrecv receives each. It
+ * holds an entry per work request not yet polled: every receive posted,
+ * and up to sq_depth sends per queue pair. A device whose max_cqe is
+ * smaller gets its max_cqe, and posting waits for room (ib_cq_room): the
+ * receives must fit, and one message. */
+static rcoll_status_t ib_cq_setup(struct rcoll_tl_ctx *ctx, int nqp, int nrecv)
+{
+    long want = (long)nqp * (ctx->sq_depth + nrecv) + 16;
+    long recvs = (long)nqp * nrecv;
+    long cqe = want;
+    struct ibv_device_attr da;
+    if (ibv_query_device(ctx->verbs, &da) == 0 && cqe > da.max_cqe)
+        cqe = da.max_cqe;
+    if (rcoll_fault("ib_cq_small")) /* (tests) */
+        cqe = RCOLL_MIN(cqe, recvs + 8);
+    if (cqe < recvs + 3)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s's completion "
+                                "queues hold at most %ld entries; %d queue "
+                                "pairs with %d receives each need %ld: lower "
+                                "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
+                                ctx->devname, cqe, nqp, nrecv, recvs + 3);
+    if (cqe < want)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s's completion queue "
+                   "holds %ld entries, not the %ld that %d queue pairs could "
+                   "post: sends wait for room", ctx->p.rank, ctx->devname, cqe,
+                   want, nqp);
+    ctx->cqe = (int)cqe;
+    if (!(ctx->cq = ibv_create_cq(ctx->verbs, ctx->cqe, NULL, ctx->cch, 0)))
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: completion queue of %d "
+                                "entries on %s: %s", ctx->cqe, ctx->devname,
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
+/* An endpoint with its queue pairs for every peer in `use`. */
+static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
+                                    const uint8_t *use, int nrecv)
+{
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        if (i == ctx->p.rank || !use[i])
+            continue;
+        ib_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep || !(ep->qps = calloc((size_t)ctx->nqps, sizeof(ib_qp_t)))) {
+            free(ep);
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        }
+        ctx->eps[i] = ep;
+        ep->ctx = ctx;
+        ep->peer = i;
+        for (int k = 0; k < ctx->nqps; k++) {
+            ib_qp_t *q = &ep->qps[k];
+            q->ep = ep;
+            q->idx = k;
+            q->gidx = ctx->nq;
+            q->nrecv = nrecv;
+            rcoll_slots_init(&q->sl, ctx->p.nslots);
+            ctx->qps[ctx->nq++] = q;
+            rcoll_status_t st = ib_qp_alloc(ctx, q);
+            if (st != RCOLL_OK)
+                return st;
+        }
+    }
+    return RCOLL_OK;
+}
+
+/* Into the engine's epoll set (completions, connection events), the
+ * device's asynchronous events, and the completion queue armed. */
+static rcoll_status_t ib_ctx_arm(struct rcoll_tl_ctx *ctx)
+{
+    int fl = fcntl(ctx->cch->fd, F_GETFL);
+    fcntl(ctx->cch->fd, F_SETFL, fl | O_NONBLOCK);
+    fl = fcntl(ctx->ech->fd, F_GETFL);
+    fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
+    ctx->cch_h.cb = ib_cq_event;
+    ctx->ech_h.cb = ib_cm_event;
+    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->cch_h};
+    struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->cch->fd, &e1) != 0 ||
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
+                                strerror(errno));
+    rcoll_status_t st = ib_async_attach(ctx);
+    if (st != RCOLL_OK)
+        return st;
+    ibv_req_notify_cq(ctx->cq, 0);
+    ctx->cq_armed = 1;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
+                                    rcoll_tl_ctx_t **ctx_p,
+                                    rcoll_tl_ep_t **eps)
+{
+    char why[320];
+    if (!ib_libs_loaded(why, sizeof(why)))
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s", why);
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    rcoll_status_t st = ib_ctx_params(ctx, p);
+    if (st != RCOLL_OK) {
+        free(ctx->eps);
+        free(ctx);
+        return st;
+    }
+    const uint8_t *use = p->pairs + (size_t)p->rank * (size_t)p->nranks;
+    int npeers = 0, nrecv = 2 * p->nslots + 8;
+    for (int i = 0; i < p->nranks; i++)
+        npeers += i != p->rank && use[i];
+    if ((st = ib_dev_open(ctx)) != RCOLL_OK)
+        goto err;
+    ctx->qps = calloc((size_t)(npeers * ctx->nqps) + 1, sizeof(*ctx->qps));
+    if (!ctx->qps) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        goto err;
+    }
+    if ((st = ib_cq_setup(ctx, npeers * ctx->nqps, nrecv)) != RCOLL_OK ||
+        (st = ib_eps_create(ctx, use, nrecv)) != RCOLL_OK ||
+        (st = ib_connect_all(ctx)) != RCOLL_OK)
+        goto err;
+    struct ibv_port_attr pa;
+    ibv_query_port(ctx->verbs, ctx->port, &pa);
+    rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d on %s port %d (%s, %s), %d "
+               "queue pairs per peer, %s, inline up to %u bytes, %s connect",
+               p->rank, ctx->devname, ctx->port,
+               ib_link_layer_str(pa.link_layer, ctx->verbs), ctx->addr_str,
+               ctx->nqps,
+               ctx->nq && ctx->qps[0]->imm ? "WRITE_WITH_IMM"
+                                           : "WRITE + SEND signals",
+               ctx->max_inline, ctx->oob ? "oob" : "rdma_cm");
+    if ((st = ib_ctx_arm(ctx)) != RCOLL_OK)
+        goto err;
+    for (int i = 0; i < p->nranks; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    return rcoll_tl_create_failed(ctx, ib_ctx_destroy, st);
+}
+
+/* ib_ctx_destroy's steps, in order. */
+
+/* Goodbye (or the abort and its reason) on one live QP. */
+static void ib_qp_goodbye(ib_qp_t *q, int abort, const char *reason,
+                          double deadline)
+{
+    struct rcoll_tl_ctx *ctx = q->ep->ctx;
+    if (abort && reason) {
+        char *s = q->tx + (size_t)ctx->p.nslots * ctx->stride;
+        snprintf(s, IB_CTRL, "%s", reason);
+        struct ibv_sge sge = {(uintptr_t)s, (uint32_t)strlen(s) + 1,
+                              q->tx_mr->lkey};
+        struct ibv_send_wr wr = {
+            .wr_id = WRID(q, WR_NOTE, 0), .sg_list = &sge, .num_sge = 1,
+            .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED},
+            *bad;
+        wr.wr.rdma.remote_addr = q->raddr + (uint64_t)ctx->p.nslots *
+                                                ctx->stride;
+        wr.wr.rdma.rkey = q->rkey;
+        while (q->sq_free < 2 && rcoll_time_sec() < deadline && !q->ended)
+            ib_poll(ctx);
+        if (q->sq_free >= 2 && ib_cq_room(ctx, 2) &&
+            ibv_post_send(q->qp, &wr, &bad) == 0) {
+            q->sq_free--;
+            ib_cq_posted(q, 1);
+        }
+    }
+    while ((q->sq_free < 1 || !ib_cq_room(ctx, 1)) &&
+           rcoll_time_sec() < deadline && !q->ended)
+        ib_poll(ctx);
+    ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE));
+}
+
+/* Waits (until deadline) for every QP's sends to complete: then they are
+ * in the peer's memory. A clean close also waits until the peers have
+ * taken every message we sent them: every slot credited back (or its
+ * goodbye, or the connection gone). A send completion only says that the
+ * data left this process (siw: into its kernel TCP socket). Tearing the
+ * connection down before the peer has it can lose our last messages
+ * while they are still being retransmitted (a TCP connection closed with
+ * unread data is reset), and the peer, still waiting for our last chunk,
+ * fails with "closed without goodbye" (check-rdma's 25%-loss connection
+ * test, about 1 job in 20). A peer hands credits back once its engine
+ * idles, within a second of taking the data; the wait is bounded by
+ * min(RCOLL_TIMEOUT, 30 s). */
+static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
+{
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        while (q->up && !q->ended && q->sq_free < ctx->sq_depth &&
+               rcoll_time_sec() < deadline)
+            if (ib_poll(ctx) == 0)
+                usleep(100);
+    }
+    double drain = rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout);
+    while (!abort && rcoll_time_sec() < drain) {
+        int waiting = 0;
+        for (int g = 0; g < ctx->nq && !waiting; g++) {
+            ib_qp_t *q = ctx->qps[g];
+            waiting = q->up && !q->ended && !q->bye && !q->ep->failed &&
+                      q->sl.credits < q->sl.n;
+        }
+        if (!waiting)
+            break;
+        if (ib_poll(ctx) == 0)
+            usleep(100);
+    }
+}
+
+/* Out of the engine's epoll set and the device's asynchronous events; the
+ * cm channel non-blocking, so that queued events drain without waiting. */
+static void ib_ctx_unhook(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_detach(ctx);
+    if (ctx->cch && ctx->p.epfd >= 0)
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
+    if (ctx->ech && ctx->p.epfd >= 0)
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->ech->fd, NULL);
+    if (ctx->ech) {
+        int fl = fcntl(ctx->ech->fd, F_GETFL);
+        fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
+    }
+}
+
+/* One QP disconnected and destroyed, its memory deregistered and freed. */
+static void ib_qp_free(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    if (q->id) {
+        if (q->up)
+            rdma_disconnect(q->id);
+        if (q->qp)
+            rdma_destroy_qp(q->id);
+        /* events still queued for the id must be acked first */
+        struct rdma_cm_event *ev;
+        while (rdma_get_cm_event(ctx->ech, &ev) == 0)
+            rdma_ack_cm_event(ev);
+        rdma_destroy_id(q->id);
+    } else if (q->qp) {
+        ibv_destroy_qp(q->qp);
+    }
+    if (q->rx_mr)
+        ibv_dereg_mr(q->rx_mr);
+    if (q->tx_mr)
+        ibv_dereg_mr(q->tx_mr);
+    if (q->rbuf_mr)
+        ibv_dereg_mr(q->rbuf_mr);
+    free(q->rx);
+    free(q->tx);
+    free(q->rbuf);
+    free(q->tx_cookie);
+    for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
+        rcoll_rcache_put(ctx->rcache, q->tx_rent[k]);
+    free(q->tx_rent);
+    free(q->rx_flag);
+}
+
+/* The registrations (the user's, then the cache's), the completion queue,
+ * protection domain and channels, and the context's memory. */
+static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
+{
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
+        if (ctx->eps[i]) {
+            for (int k = 0; k < ctx->eps[i]->nplace; k++)
+                rcoll_rcache_put(ctx->rcache, /* not unposted */
+                                 ctx->eps[i]->place[k].rent);
+            free(ctx->eps[i]->qps);
+            free(ctx->eps[i]);
+        }
+    /* the core deregisters first; any left would keep the PD busy */
+    while (ctx->nregs > 0)
+        ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
+    if (ctx->rcache) {
+        rcoll_rcache_stats_t rs;
+        rcoll_rcache_stats(ctx->rcache, &rs);
+        if (rs.hits + rs.misses)
+            rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
+                       "%lu hits, %lu misses, %lu invalidated by the memory "
+                       "monitor, %lu evicted, %zu bytes pinned at most%s",
+                       ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
+                       rs.evictions, rs.pinned_peak,
+                       rs.monitored ? "" : " (no monitor: nothing kept)");
+        rcoll_rcache_destroy(ctx->rcache);
+    }
+    if (ctx->cq) /* its events were acked as they came */
+        ibv_destroy_cq(ctx->cq);
+    if (ctx->cch)
+        ibv_destroy_comp_channel(ctx->cch);
+    if (ctx->pd)
+        ibv_dealloc_pd(ctx->pd);
+    if (ctx->listen_id)
+        rdma_destroy_id(ctx->listen_id);
+    if (ctx->ech)
+        rdma_destroy_event_channel(ctx->ech);
+    free(ctx->regs);
+    pthread_mutex_destroy(&ctx->reg_lock);
+    free(ctx->qps);
+    free(ctx->eps);
+    free(ctx);
+}
+
+static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
+{
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        if (!q->up || q->ended || !q->qp)
+            continue;
+        if (!ctx->oob && !q->active && !q->heard)
+            continue; /* iWARP: the initiator has not spoken yet */
+        ib_qp_goodbye(q, abort, reason, deadline);
+    }
+    ctx->closing = 1;
+    if (ctx->n_sent)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d sent %llu messages, %llu "
+                   "zero-copy from registered memory, %llu written in place "
+                   "into the receiver's memory", ctx->p.rank,
+                   (unsigned long long)ctx->n_sent,
+                   (unsigned long long)ctx->n_zcopy,
+                   (unsigned long long)ctx->n_placed);
+    ib_drain(ctx, abort, deadline);
+    ib_ctx_unhook(ctx);
+    for (int g = 0; g < ctx->nq; g++)
+        ib_qp_free(ctx, ctx->qps[g]);
+    ib_ctx_free(ctx);
+}
+
+static size_t ib_peer_bytes(size_t chunk, int nslots, char *what, size_t len)
+{
+    size_t stride = (IB_HDR + chunk + 63) & ~(size_t)63;
+    size_t ring = (size_t)nslots * stride + IB_CTRL;
+    int q = rcoll_config.ib_qps_per_peer;
+    snprintf(what, len, "%d QP(s) x (receive ring + send staging) of %zu "
+             "bytes, registered (locked) memory", q, ring);
+    return (size_t)q * 2 * ring;
+}
+
+static int ib_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "RC queue pairs per peer (RCOLL_IB_QPS_PER_PEER), "
+             "message i on QP i mod %d", rcoll_config.ib_qps_per_peer);
+    return rcoll_config.ib_qps_per_peer;
+}
+
+static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum[64] = {{0}};
+    int n = RCOLL_MIN(ctx->nqps, 64), peers = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
+        ib_ep_t *ep = ctx->eps[i];
+        peers += ep != NULL;
+        for (int k = 0; ep && k < n; k++)
+            rcoll_lanes_sum(&sum[k], &ep->qps[k].st);
+    }
+    fprintf(f, "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers; "
+            "%llu sends, %llu zero-copy, %llu written in place\n", ctx->nqps,
+            ctx->devname, ctx->port, peers,
+            (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_zcopy,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_placed,
+                                                __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "QP k of every peer", n, sum);
+    if (ctx->rcache) {
+        rcoll_rcache_stats_t rs;
+        rcoll_rcache_stats(ctx->rcache, &rs);
+        fprintf(f, "rcoll:     registration cache: %lu hits, %lu misses, "
+                "%lu invalidated (memory freed or unmapped), %lu evicted, "
+                "%lu not kept; %d entries, %zu bytes pinned now, %zu at "
+                "most, bound %zu%s\n", rs.hits, rs.misses, rs.invalidations,
+                rs.evictions, rs.uncached, rs.entries, rs.pinned,
+                rs.pinned_peak, rs.max_pinned,
+                rs.monitored ? "" : " (no memory monitor: nothing kept)");
+    }
+}
+
+const rcoll_tl_ops_t rcoll_tl_ib_ops = {
+    .name = "ib",
+    .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
+           "RCOLL_IB_*)",
+    .usable = ib_usable,
+    .local_only = 0,
+    .ctx_create = ib_ctx_create,
+    .send = ib_send,
+    .recv_peek = ib_recv_peek,
+    .recv_release = ib_recv_release,
+    .recv_full = ib_recv_full,
+    .lanes = ib_lanes,
+    .stats = ib_stats,
+    .recv_place = ib_recv_place,
+    .recv_unplace = ib_recv_unplace,
+    .send_revoke = ib_send_revoke,
+    .progress = ib_progress,
+    .idle = ib_idle,
+    .ctx_destroy = ib_ctx_destroy,
+    .mem_reg = ib_mem_reg,
+    .mem_dereg = ib_mem_dereg,
+    .describe = ib_describe,
+    .peer_bytes = ib_peer_bytes,
+};

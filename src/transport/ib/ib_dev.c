@@ -1,0 +1,318 @@
+/* The verbs transport's devices (ib.h): which devices and ports are
+ * allowed and usable, the address rdma_cm binds and the device behind it,
+ * the GID the oob mode uses, opening a context's device, and rcoll-info's
+ * description. */
+#include "transport/ib/ib.h"
+
+/* RCOLL_IB_HCA: "mlx5,erdma" (prefixes), "=mlx5_0" (exact names), "^siw"
+ * (excluded prefixes); empty allows every device. */
+static int ib_device_allowed(const char *name)
+{
+    const char *spec = rcoll_config.ib_hca;
+    char buf[256];
+    if (!spec || !spec[0])
+        return 1;
+    int neg = spec[0] == '^', exact = 0, hit = 0;
+    spec += neg;
+    if (spec[0] == '=') {
+        exact = 1;
+        spec++;
+    }
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (char *save, *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save))
+        if (exact ? !strcmp(name, t) : !strncmp(name, t, strlen(t)))
+            hit = 1;
+    return neg ? !hit : hit;
+}
+
+/* libibverbs and librdmacm are loaded at run time (util/dl.h): a host
+ * without them has no ib transport, and `why` says which file is missing */
+int ib_libs_loaded(char *why, size_t len)
+{
+    return rcoll_dl_open(RCOLL_DL_VERBS, why, len) == 0 &&
+           rcoll_dl_open(RCOLL_DL_RDMACM, why, len) == 0;
+}
+
+int ib_usable(char *why, size_t len)
+{
+    int n = 0, ok = 0;
+    if (!ib_libs_loaded(why, len))
+        return 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list) {
+        snprintf(why, len, "no RDMA devices (ibv_get_device_list: %s)",
+                 strerror(errno));
+        return 0;
+    }
+    for (int i = 0; i < n && !ok; i++)
+        ok = ib_device_allowed(ibv_get_device_name(list[i]));
+    ibv_free_device_list(list);
+    if (!ok)
+        snprintf(why, len, n ? "no RDMA device allowed by RCOLL_IB_HCA"
+                             : "no RDMA devices");
+    return ok;
+}
+
+static int ib_dev_imm(struct ibv_context *verbs)
+{
+    const char *m = rcoll_config.ib_imm;
+    if (m && (!strcmp(m, "1") || !strcmp(m, "yes")))
+        return 1;
+    if (m && (!strcmp(m, "0") || !strcmp(m, "no")))
+        return 0;
+    /* iWARP has no immediate data; erdma adds it */
+    if (verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+        return !strncmp(ibv_get_device_name(verbs->device), "erdma", 5);
+    return 1;
+}
+
+/* siw (soft-iWARP) sends on a kernel TCP socket from the context of the
+ * process that posts, without MSG_NOSIGNAL: a send to a peer whose
+ * connection was reset raises SIGPIPE in this process, which by default
+ * kills it (seen in CI: a survivor of a killed peer died with status 141).
+ * So on iWARP devices SIGPIPE is ignored when it is at its default; a
+ * handler the program installed is left alone. Writes to a closed pipe or
+ * socket then fail with EPIPE instead, as they do under Python. */
+static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
+{
+    struct sigaction old, ign;
+    if (ctx->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+        return;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGPIPE, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+        old.sa_handler != SIG_DFL)
+        return;
+    if (sigaction(SIGPIPE, &ign, NULL) == 0)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: SIGPIPE ignored (it was "
+                   "at its default; %s sends from this process on kernel "
+                   "TCP sockets)", ctx->p.rank, ctx->devname);
+}
+
+const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v)
+{
+    if (v->device->transport_type == IBV_TRANSPORT_IWARP)
+        return "iWARP";
+    return ll == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
+}
+
+/* Binds the listening id to an IPv4 address of an allowed device with an
+ * active port: the bootstrap's address first, then every other one. */
+static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
+{
+    struct sockaddr_in cand[64];
+    int nc = 0;
+    const rcoll_sockaddr_t *boot = &ctx->p.bs->peers[ctx->p.rank].boot_addr;
+    char tried[512] = "";
+    size_t toff = 0;
+    if (boot->sa.sa_family == AF_INET)
+        cand[nc++] = boot->sin;
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) == 0) {
+        for (struct ifaddrs *i = ifa; i && nc < 64; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK))
+                cand[nc++] = *(struct sockaddr_in *)i->ifa_addr;
+        freeifaddrs(ifa);
+    }
+    for (int i = 0; i < nc; i++) {
+        struct sockaddr_in a = cand[i];
+        char s[INET_ADDRSTRLEN];
+        a.sin_port = 0;
+        inet_ntop(AF_INET, &a.sin_addr, s, sizeof(s));
+        if (i > 0 && cand[0].sin_addr.s_addr == a.sin_addr.s_addr)
+            continue;
+        struct rdma_cm_id *id;
+        if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_create_id: %s",
+                                    strerror(errno));
+        const char *why = NULL;
+        if (rdma_bind_addr(id, (struct sockaddr *)&a) != 0 || !id->verbs)
+            why = "no RDMA device";
+        else if (!ib_device_allowed(ibv_get_device_name(id->verbs->device)))
+            why = "device excluded by RCOLL_IB_HCA";
+        else {
+            struct ibv_port_attr pa;
+            if (ibv_query_port(id->verbs, id->port_num, &pa) != 0 ||
+                pa.state != IBV_PORT_ACTIVE)
+                why = "port not active";
+        }
+        if (why) {
+            toff += (size_t)snprintf(tried + toff, sizeof(tried) - RCOLL_MIN(toff, sizeof(tried)),
+                                     "%s%s: %s", toff ? "; " : "", s, why);
+            if (toff >= sizeof(tried))
+                toff = sizeof(tried) - 1;
+            rdma_destroy_id(id);
+            continue;
+        }
+        ctx->listen_id = id;
+        ctx->verbs = id->verbs;
+        ctx->port = id->port_num;
+        ctx->addr = a;
+        snprintf(ctx->devname, sizeof(ctx->devname), "%s",
+                 ibv_get_device_name(id->verbs->device));
+        snprintf(ctx->addr_str, sizeof(ctx->addr_str), "%s", s);
+        return RCOLL_OK;
+    }
+    return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                            "ib: rank %d found no IPv4 address on a usable "
+                            "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
+                            "the transport with RCOLL_TRANSPORTS=^ib",
+                            ctx->p.rank, tried[0] ? tried : "no addresses");
+}
+
+/* The GID the oob mode uses on this port: RCOLL_IB_GID_INDEX, else the
+ * best scored (RoCE v2, IPv4-mapped, the address rdma_cm picked). */
+int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
+                       union ibv_gid *gid)
+{
+    const char *gi = rcoll_config.ib_gid_index;
+    if (gi && gi[0] && strcmp(gi, "auto") != 0) {
+        char *end;
+        long v = strtol(gi, &end, 0);
+        if (*end || v < 0 || v > 65535 ||
+            ibv_query_gid(ctx->verbs, ctx->port, (int)v, gid) != 0)
+            return -1;
+        return (int)v;
+    }
+    if (pa->link_layer != IBV_LINK_LAYER_ETHERNET) {
+        ibv_query_gid(ctx->verbs, ctx->port, 0, gid);
+        return 0;
+    }
+    int best = -1, best_score = 0;
+    for (int i = 0; i < pa->gid_tbl_len && i < 256; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(ctx->verbs, ctx->port, (uint32_t)i, &e, 0) != 0)
+            continue;
+        const uint8_t *g = e.gid.raw;
+        static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        int is_v4 = !memcmp(g, v4, 12);
+        int link_local = g[0] == 0xfe && (g[1] & 0xc0) == 0x80;
+        int zero = 1;
+        for (int k = 0; k < 16; k++)
+            zero &= g[k] == 0;
+        if (zero || link_local)
+            continue;
+        int score = (e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 4 : 1) +
+                    (is_v4 ? 2 : 0) +
+                    (is_v4 && !memcmp(g + 12, &ctx->addr.sin_addr, 4) ? 8 : 0);
+        if (score > best_score) {
+            best_score = score;
+            best = i;
+            *gid = e.gid;
+        }
+    }
+    return best;
+}
+
+/* The device: the address and device rdma_cm picks, its protection
+ * domain, completion channel and registration cache. */
+rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx)
+{
+    ctx->ech = rdma_create_event_channel();
+    if (!ctx->ech)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: rdma_create_event_"
+                                "channel: %s (is rdma_ucm loaded?)",
+                                strerror(errno));
+    rcoll_status_t st = ib_pick_address(ctx);
+    if (st != RCOLL_OK)
+        return st;
+    ctx->imm_ok = ib_dev_imm(ctx->verbs);
+    ib_sigpipe_guard(ctx);
+    if (!(ctx->pd = ibv_alloc_pd(ctx->verbs)) ||
+        !(ctx->cch = ibv_create_comp_channel(ctx->verbs)))
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: protection domain or "
+                                "completion channel on %s: %s", ctx->devname,
+                                strerror(errno));
+    static const rcoll_rcache_ops_t rc_ops = {.reg = ib_rc_reg,
+                                              .dereg = ib_rc_dereg};
+    if (!(ctx->rcache = rcoll_rcache_create(&rc_ops, ctx,
+                                            rcoll_config.rcache_max)))
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    return RCOLL_OK;
+}
+
+/* rcoll-info -t: every device, its ports, the IPv4 addresses rdma_cm maps
+ * to it, and the GID the oob mode would pick. */
+void ib_describe(FILE *f)
+{
+    int n = 0;
+    char why[320];
+    if (!ib_libs_loaded(why, sizeof(why))) {
+        fprintf(f, "         %s\n", why);
+        return;
+    }
+    struct ibv_device **list = ibv_get_device_list(&n);
+    struct rdma_event_channel *ech = rdma_create_event_channel();
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        ifa = NULL;
+    for (int i = 0; list && i < n; i++) {
+        const char *name = ibv_get_device_name(list[i]);
+        struct ibv_context *v = ibv_open_device(list[i]);
+        struct ibv_device_attr da;
+        if (!v || ibv_query_device(v, &da) != 0) {
+            fprintf(f, "         %s: cannot open: %s\n", name, strerror(errno));
+            if (v)
+                ibv_close_device(v);
+            continue;
+        }
+        fprintf(f, "         %s%s: %s, %d port(s), immediate data: %s\n", name,
+                ib_device_allowed(name) ? "" : " (excluded by RCOLL_IB_HCA)",
+                v->device->transport_type == IBV_TRANSPORT_IWARP ? "iWARP"
+                                                                  : "IB/RoCE",
+                da.phys_port_cnt, ib_dev_imm(v) ? "yes" : "no (WRITE + SEND)");
+        for (uint8_t port = 1; port <= da.phys_port_cnt; port++) {
+            struct ibv_port_attr pa;
+            if (ibv_query_port(v, port, &pa) != 0)
+                continue;
+            fprintf(f, "           port %u: %s, %s, MTU %d", port,
+                    ibv_port_state_str(pa.state),
+                    ib_link_layer_str(pa.link_layer, v), 128 << pa.active_mtu);
+            struct rcoll_tl_ctx tmp;
+            memset(&tmp, 0, sizeof(tmp));
+            tmp.verbs = v;
+            tmp.port = port;
+            union ibv_gid gid;
+            if (v->device->transport_type != IBV_TRANSPORT_IWARP) {
+                int gi = ib_pick_gid(&tmp, &pa, &gid);
+                char gs[INET6_ADDRSTRLEN] = "-";
+                if (gi >= 0)
+                    inet_ntop(AF_INET6, gid.raw, gs, sizeof(gs));
+                fprintf(f, ", oob GID index %d (%s)", gi, gs);
+            }
+            fprintf(f, "\n");
+        }
+        ibv_close_device(v);
+        /* the addresses rdma_cm binds to this device */
+        fprintf(f, "           IPv4 (rdma_cm):");
+        int any = 0;
+        for (struct ifaddrs *a = ifa; ech && a; a = a->ifa_next) {
+            if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET ||
+                !(a->ifa_flags & IFF_UP))
+                continue;
+            struct rdma_cm_id *id;
+            struct sockaddr_in sin = *(struct sockaddr_in *)a->ifa_addr;
+            sin.sin_port = 0;
+            if (rdma_create_id(ech, &id, NULL, RDMA_PS_TCP) != 0)
+                break;
+            if (rdma_bind_addr(id, (struct sockaddr *)&sin) == 0 && id->verbs &&
+                !strcmp(ibv_get_device_name(id->verbs->device), name)) {
+                char s[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &sin.sin_addr, s, sizeof(s));
+                fprintf(f, " %s (%s)", s, a->ifa_name);
+                any = 1;
+            }
+            rdma_destroy_id(id);
+        }
+        fprintf(f, "%s\n", any ? "" : " none");
+    }
+    if (ifa)
+        freeifaddrs(ifa);
+    if (ech)
+        rdma_destroy_event_channel(ech);
+    if (list)
+        ibv_free_device_list(list);
+}
