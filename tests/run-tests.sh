@@ -164,6 +164,15 @@ for n in 1 2 4 5; do
 done
 t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     "$RUN" -n 4 "$B/tests/test_nonblocking"
+# an asynchronous memory domain (as a GPU's): every received message's
+# copy or reduction runs late, in order, one per test of the executor
+# (coll_md_host_deferred); a slot released or a chunk forwarded before its
+# operation ran gives wrong bytes
+for tl in shm tcp; do
+    t "md: asynchronous memory domain (RCOLL_FAULT=md_deferred), $tl, 4 ranks: collectives, non-blocking, p2p" 300 \
+        env RCOLL_FAULT=md_deferred RCOLL_TRANSPORTS=$tl sh -c "'$RUN' -n 4 '$B/tests/test_coll' -q &&
+        '$RUN' -n 4 '$B/tests/test_nonblocking' && '$RUN' -n 4 '$B/tests/test_p2p'"
+done
 # the shared area (coll/area.c; the shm matrices above run it too, for
 # every small call): blocking and non-blocking mixed per rank, up to 80 in
 # flight, skewed ranks; 3 ranks with a 16 KiB data space (RCOLL_SHM_AREA

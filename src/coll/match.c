@@ -26,6 +26,8 @@
 
 typedef struct {
     coll_umsg_t *head, *tail;
+    int held;   /* the head message in the slot is an operation's still
+                   (coll_rx_hold) */
 } umsg_q_t;
 
 /* A receive not matched yet, in the list of its peer (posting order). */
@@ -227,6 +229,8 @@ rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
             *u = x;
             return RCOLL_OK;
         }
+    if (q->held)
+        return RCOLL_INPROGRESS;
     for (;;) {
         const rcoll_msg_hdr_t *hh;
         const void *pl;
@@ -261,7 +265,7 @@ int coll_match_unblock(const coll_env_t *e)
     for (int p = 0; m && p < e->nranks; p++) {
         const rcoll_tl_ops_t *tl = e->tls[p];
         if (p == e->rank || !tl || !tl->recv_full || !e->eps[p] ||
-            !tl->recv_full(e->eps[p]))
+            m->q[p].held || !tl->recv_full(e->eps[p]))
             continue;
         for (;;) {
             const rcoll_msg_hdr_t *h;
@@ -274,6 +278,11 @@ int coll_match_unblock(const coll_env_t *e)
         }
     }
     return n;
+}
+
+void coll_rx_hold(const coll_env_t *e, int peer, int on)
+{
+    e->match->q[peer].held = on;
 }
 
 void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u)

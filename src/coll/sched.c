@@ -333,6 +333,98 @@ void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e)
         step_unplace(s, e, i);
 }
 
+/* ---- the memory domain's asynchronous operations (md->post) ---- */
+
+/* A received message's copy or reduction is done: its slot (or set-aside
+ * copy) goes back and its chunks count as received. */
+static void md_retire(coll_sched_t *s, const coll_env_t *e, int k, int count)
+{
+    int peer = s->md_pend[k].peer;
+    if (!s->md_pend[k].u)
+        coll_rx_hold(e, peer, 0);
+    coll_rx_release(e, peer, s->md_pend[k].u);
+    if (count)
+        s->recv_done[s->md_pend[k].step] += s->md_pend[k].nch;
+    s->md_npending--;
+    memmove(&s->md_pend[k], &s->md_pend[k + 1],
+            (size_t)(s->md_npending - k) * sizeof(s->md_pend[0]));
+}
+
+/* Retires what has completed, in posting order. */
+static void md_reap(coll_sched_t *s, const coll_env_t *e, int *moved)
+{
+    while (s->md_npending > 0 &&
+           s->md->test(e->md_ctx, s->md_pend[0].ticket)) {
+        md_retire(s, e, 0, 1);
+        *moved = 1;
+    }
+}
+
+/* 1 if a message of `peer` still waits for the memory domain: the next
+ * one from that peer is not taken before (its chunk number would be
+ * ahead of recv_done, and the transport's head slot is the held one). */
+static int md_peer_busy(const coll_sched_t *s, int peer)
+{
+    for (int k = 0; k < s->md_npending; k++)
+        if (s->md_pend[k].peer == peer)
+            return 1;
+    return s->md_npending == COLL_MD_PEND;
+}
+
+void coll_sched_md_drain(coll_sched_t *s, const coll_env_t *e)
+{
+    if (!s->md_npending)
+        return;
+    s->md->quiesce(e->md_ctx);
+    while (s->md_npending > 0)
+        md_retire(s, e, 0, 0);
+}
+
+/* The copy or reduction of a received message: posted to an asynchronous
+ * memory domain (1: then held until it completes), else done now (0). A
+ * payload in the bounce buffer, which the next message reuses, is done
+ * now, after everything posted before it. */
+static int recv_apply(coll_sched_t *s, const coll_env_t *e,
+                      const coll_step_t *t, size_t off, const void *payload,
+                      size_t len, int i, int nch, int peer, coll_umsg_t *u)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
+    coll_md_op_t op = {.dst = t->recv_dst + off, .src = payload,
+                       .bytes = len, .dt = s->dt, .fn = s->reduce,
+                       .nranks = e->nranks};
+    if (t->recv_mode == RECV_DISCARD ||
+        (t->recv_mode == RECV_COPY && (!len || payload == op.dst)))
+        return 0; /* (a receive in place has it there already) */
+    op.kind = t->recv_mode == RECV_COPY     ? COLL_MD_COPY
+              : t->recv_mode == RECV_REDUCE ? COLL_MD_REDUCE
+                                            : COLL_MD_AVG;
+    if (op.kind != COLL_MD_COPY)
+        op.local = t->recv_local + off;
+    if (s->md->post && payload != s->bounce) {
+        uint64_t tk = s->md->post(e->md_ctx, &op);
+        if (tk) {
+            if (!u)
+                coll_rx_hold(e, peer, 1);
+            s->md_pend[s->md_npending].step = i;
+            s->md_pend[s->md_npending].nch = nch;
+            s->md_pend[s->md_npending].peer = peer;
+            s->md_pend[s->md_npending].u = u;
+            s->md_pend[s->md_npending++].ticket = tk;
+            return 1;
+        }
+    } else if (s->md->post && s->md_npending) {
+        s->md->quiesce(e->md_ctx);
+    }
+    if (op.kind == COLL_MD_COPY)
+        s->md->copy(op.dst, payload, len);
+    else if (op.kind == COLL_MD_REDUCE)
+        s->reduce(op.dst, op.local, payload, len / dts);
+    else
+        s->md->reduce_avg_final(s->dt, op.dst, op.local, payload, len / dts,
+                                e->nranks);
+    return 0;
+}
+
 /* Takes the next message of receive step i (its chunk recv_done[i]) if it
  * has arrived, and copies or reduces it where the step says. RCOLL_OK:
  * taken (*moved set); RCOLL_INPROGRESS: not here yet; else an error. */
@@ -340,12 +432,18 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
                                  int i, int *moved)
 {
     rcoll_status_t st;
-    size_t dts = rcoll_datatype_size(s->dt);
     coll_step_t *t = &s->steps[i];
     int peer = t->recv_peer;
     const rcoll_msg_hdr_t *h;
     const void *payload;
     coll_umsg_t *u;
+    if (s->md_npending) {
+        md_reap(s, e, moved);
+        if (s->recv_done[i] >= recv_nch(s, t))
+            return RCOLL_OK; /* its last chunk just retired */
+        if (md_peer_busy(s, peer))
+            return RCOLL_INPROGRESS;
+    }
     st = coll_rx_get(s, t, e, peer, &h, &payload, &u);
     if (st != RCOLL_OK)
         return st == RCOLL_INPROGRESS
@@ -398,27 +496,14 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
         if (got != h->csum)
             return corrupt(s, e, peer, h, got);
     }
-    switch (t->recv_mode) {
-    case RECV_COPY:
-        if (len && !payload) {
-            st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
-            if (st != RCOLL_OK)
-                return peer_error(s, e, st, peer, "receiving from");
-        } else if (len && payload != t->recv_dst + off) {
-            /* (a receive in place has it there already) */
-            s->md->copy(t->recv_dst + off, payload, len);
-        }
-        break;
-    case RECV_REDUCE:
-        s->reduce(t->recv_dst + off, t->recv_local + off, payload, len / dts);
-        break;
-    case RECV_REDUCE_AVG:
-        s->md->reduce_avg_final(s->dt, t->recv_dst + off,
-                                t->recv_local + off, payload, len / dts,
-                                e->nranks);
-        break;
-    case RECV_DISCARD:
-        break;
+    if (t->recv_mode == RECV_COPY && len && !payload) {
+        /* single copy: the transport reads the sender's memory into dst */
+        st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
+        if (st != RCOLL_OK)
+            return peer_error(s, e, st, peer, "receiving from");
+    } else if (recv_apply(s, e, t, off, payload, len, i, nch, peer, u)) {
+        *moved = 1; /* counted when the memory domain is done (md_reap) */
+        return RCOLL_OK;
     }
     coll_rx_release(e, peer, u);
     s->recv_done[i] += nch;
@@ -470,6 +555,8 @@ static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
 static rcoll_status_t sched_recv(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
 {
+    if (s->md_npending)
+        md_reap(s, e, moved);
     while (s->r_step < s->nsteps) {
         coll_step_t *t = &s->steps[s->r_step];
         if (s->recv_done[s->r_step] >= recv_nch(s, t)) {

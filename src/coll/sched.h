@@ -35,8 +35,23 @@ enum {
 };
 #define COLL_MSG_CLASS(kind) (((kind) >> 24) & 0x7fu)
 
+/* What the receive path asks of a memory domain for one message: dst =
+ * src (COPY), dst = local op src (REDUCE, with fn from reduce_get), or
+ * AVG's last step (dst = (local + src) / nranks). */
+typedef struct {
+    enum { COLL_MD_COPY, COLL_MD_REDUCE, COLL_MD_AVG } kind;
+    void *dst;
+    const void *local;
+    const void *src;
+    size_t bytes;
+    rcoll_datatype_t dt;
+    rcoll_reduce_fn_t fn;
+    int nranks;
+} coll_md_op_t;
+
 /* A memory domain's copy and reduction table (host memory today; GPU
- * memory adds its own without touching the algorithms). */
+ * memory adds its own without touching the algorithms). copy and the
+ * reductions complete on return. */
 typedef struct coll_md {
     const char *name;
     void (*copy)(void *dst, const void *src, size_t bytes);
@@ -45,8 +60,26 @@ typedef struct coll_md {
                              const void *b, size_t count, int nranks);
     void (*reduce_avg_scale)(rcoll_datatype_t dt, void *dst, const void *src,
                              size_t count, int nranks);
+    /* Optional: operations that complete later (a GPU's copy engines and
+     * kernels on a stream). post queues op and returns its ticket, or 0
+     * if it completed already; test(t) is 1 once ticket t has completed
+     * (tickets complete in posting order); quiesce waits for all. The
+     * executor posts each received message's copy or reduction and holds
+     * the message (its slot: the source) until its ticket completes; only
+     * then does the chunk count as received, so a send that forwards it
+     * waits. ctx_create gives the communicator its context (its queue,
+     * stream...), passed to the other three. */
+    void *(*ctx_create)(void);
+    void (*ctx_destroy)(void *ctx);
+    uint64_t (*post)(void *ctx, const coll_md_op_t *op);
+    int (*test)(void *ctx, uint64_t ticket);
+    void (*quiesce)(void *ctx);
 } coll_md_t;
 extern const coll_md_t coll_md_host;
+/* The host domain with its receive-path operations deferred: each runs
+ * only when a test finds it at the head of its queue, one per test
+ * (RCOLL_FAULT=md_deferred: proves the executor's asynchronous path). */
+extern const coll_md_t coll_md_host_deferred;
 
 typedef enum {
     RECV_COPY = 0,     /* dst = incoming */
@@ -58,6 +91,7 @@ typedef enum {
 struct coll_sched;
 struct coll_env;
 typedef struct coll_area coll_area_t; /* coll/area.c */
+typedef struct coll_umsg coll_umsg_t; /* coll/match.c */
 
 typedef struct {
     int send_peer;          /* -1: no send in this step */
@@ -121,6 +155,7 @@ typedef struct coll_env {
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
     const coll_md_t *md;    /* copies and reductions */
+    void *md_ctx;           /* its context (md->ctx_create), or NULL */
     struct coll_match *match; /* messages that arrived before their
                                operation wanted them (coll/match.c) */
     size_t p2p_eager;       /* point-to-point: larger sends rendezvous */
@@ -194,6 +229,15 @@ typedef struct coll_sched {
                                fit (no allocation for small collectives) */
     int sends_inflight;
     int nplaced;            /* steps posted in place (coll_sched_unplace) */
+    /* received messages whose copy or reduction the memory domain has not
+     * finished (md->post): held until it has (coll_sched_md_drain) */
+#define COLL_MD_PEND 8
+    struct {
+        int step, nch, peer;
+        coll_umsg_t *u;
+        uint64_t ticket;
+    } md_pend[COLL_MD_PEND];
+    int md_npending;
     int waiting_peer;       /* for diagnostics */
     const char *waiting_for;
     const coll_md_t *md;
@@ -225,6 +269,9 @@ void coll_sched_send_done(coll_sched_t *s);
 /* Ends the receives in place still posted (a failed or cancelled
  * operation's): before the request completes, while the transports live. */
 void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e);
+/* Waits for the memory domain's operations on s's received messages and
+ * releases those messages (before a failed operation's buffers go back). */
+void coll_sched_md_drain(coll_sched_t *s, const coll_env_t *e);
 void coll_sched_free(coll_sched_t *s);
 const char *coll_kind_name(coll_kind_t k);
 
@@ -422,11 +469,11 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
 /* ---- matching (coll/match.c) ---- */
 /* A message taken out of its transport's slot because the operation it
  * names did not want it yet while another waited behind it. */
-typedef struct coll_umsg {
+struct coll_umsg {
     struct coll_umsg *next;
     rcoll_msg_hdr_t hdr;
     char data[];
-} coll_umsg_t;
+};
 /* The next message from `peer` for schedule s's receive step t: from the
  * messages set aside earlier, else from the transport, setting aside
  * (copying out) whatever comes first and belongs to another operation.
@@ -441,6 +488,10 @@ rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
                            const rcoll_msg_hdr_t **h, const void **payload,
                            coll_umsg_t **u);
 void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u);
+/* on: the head message of `peer` stays in its slot for an operation whose
+ * memory domain still reads it (md->post): no other operation takes or
+ * sets aside anything of that peer's until off. */
+void coll_rx_hold(const coll_env_t *e, int peer, int on);
 /* Point-to-point order (MPI's non-overtaking rule, coll/match.c). */
 int coll_p2p_send_may_start(const coll_sched_t *s, const coll_env_t *e);
 void coll_p2p_send_started(const coll_sched_t *s, const coll_env_t *e);

@@ -108,6 +108,13 @@ static void init_env(struct rcoll_comm *c)
     c->env.eps = c->eps;
     c->env.tune_cache = c->tune_cache;
     c->env.md = &coll_md_host;
+    if (rcoll_fault("md_deferred")) /* (tests: the asynchronous path) */
+        c->env.md = &coll_md_host_deferred;
+    if (c->env.md->ctx_create && !(c->env.md_ctx = c->env.md->ctx_create())) {
+        rcoll_warn("rank %d: no memory for the %s memory domain: host",
+                   rank, c->env.md->name);
+        c->env.md = &coll_md_host;
+    }
     c->env.match = c->match;
     c->env.p2p_eager = rcoll_config.p2p_eager;
     c->env.peers = c->bs.peers;

@@ -114,8 +114,10 @@ static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r,
 {
     coll_sched_t *s = &r->sched;
     r->released = 1;
-    if (!r->started || (s->nplaced == 0 && s->sends_inflight == 0))
+    if (!r->started || (s->nplaced == 0 && s->sends_inflight == 0 &&
+                        s->md_npending == 0))
         return;
+    coll_sched_md_drain(s, &c->env);
     coll_sched_unplace(s, &c->env);
     for (int i = 0; s->sends_inflight > 0 && i < c->ntls; i++)
         c->tls[i]->send_revoke(c->tl_ctxs[i], s, why);
@@ -268,9 +270,11 @@ static void engine_complete(struct rcoll_comm *c, struct rcoll_request *r,
 
 /* Runs every request of the snapshot once: builds the ones not started,
  * progresses the rest, completes the finished. Sets *progressed if
- * anything moved; returns 1 if a request completed. */
+ * anything moved, *md_busy if the memory domain still works on received
+ * messages (no fd says when it is done: the turn polls again at once);
+ * returns 1 if a request completed. */
 static int engine_run(struct rcoll_comm *c, int ns, double now,
-                      int *progressed)
+                      int *progressed, int *md_busy)
 {
     int finished = 0;
     for (int k = 0; k < ns; k++) {
@@ -292,8 +296,10 @@ static int engine_run(struct rcoll_comm *c, int ns, double now,
             c->last_progress = now;
             *progressed = 1;
         }
-        if (st == RCOLL_INPROGRESS)
+        if (st == RCOLL_INPROGRESS) {
+            *md_busy |= r->sched.md_npending > 0;
             continue;
+        }
         engine_complete(c, r, st);
         finished = 1;
     }
@@ -415,7 +421,7 @@ static void engine_io(struct rcoll_comm *c, int ms, int any, int progressed)
 int rcoll__engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
                        int max_ms)
 {
-    int failed, progressed = 0;
+    int failed, progressed = 0, md_busy = 0;
     int ns = engine_snapshot(c, &failed);
     if (ns < 0)
         return 1;
@@ -423,7 +429,7 @@ int rcoll__engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     /* a blocking call run inline (rcoll__comm_run_inline) is one more
      * operation in flight: poll, then sleep as for a request */
     int any = ns > 0 || c->inline_s != NULL;
-    int finished = engine_run(c, ns, now, &progressed);
+    int finished = engine_run(c, ns, now, &progressed, &md_busy);
     if (failed) {
         rcoll__comm_fail_all(c, RCOLL_OK, NULL);
         return 0;
@@ -434,7 +440,8 @@ int rcoll__engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     }
     if (ns && !progressed) /* (a call run inline checks its own) */
         timeout_check(c, now);
-    int ms = engine_wait_ms(spin_until, any, progressed, idle_ms, max_ms);
+    int ms = md_busy ? 0 : engine_wait_ms(spin_until, any, progressed,
+                                          idle_ms, max_ms);
     if (!progressed && engine_unstick(c, ms, any)) {
         ms = 0;
         progressed = 1;

@@ -146,6 +146,8 @@ void rcoll__comm_free(struct rcoll_comm *c)
     if (c->evfd >= 0)
         close(c->evfd);
     coll_match_destroy(c->match);
+    if (c->env.md && c->env.md->ctx_destroy)
+        c->env.md->ctx_destroy(c->env.md_ctx);
     coll_area_destroy(c->env.area);
     free(c->snap);
     free(c->p2p_tx);
