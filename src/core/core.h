@@ -86,6 +86,8 @@ struct rcoll_comm {
                                      live_lookup) */
     rcoll_status_t error;         /* sticky: the first failure */
     char errmsg[1024];
+    int announced;                /* the transports told the peers why
+                                     (fail_notify; engine) */
     struct rcoll_mem_reg *regs;   /* rcoll_comm_register, not yet undone */
     struct rcoll_comm *next_live; /* the process's live communicators */
     double created;

@@ -101,6 +101,24 @@ void rcoll__comm_wake(struct rcoll_comm *c)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* The communicator failed: each transport tells its peers why, once,
+ * before any failed request takes back what a peer may write into
+ * (fail_notify). The engine's holder, without c->lock. */
+static void comm_announce(struct rcoll_comm *c)
+{
+    char why[1024];
+    if (c->announced ||
+        __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) == RCOLL_OK)
+        return;
+    c->announced = 1;
+    pthread_mutex_lock(&c->lock);
+    snprintf(why, sizeof(why), "%s", c->errmsg);
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < c->ntls; i++)
+        if (c->tls[i]->fail_notify)
+            c->tls[i]->fail_notify(c->tl_ctxs[i], why);
+}
+
 /* ---- the progress thread ---- */
 
 /* Before a request completes: no transport may write into its buffers any
@@ -152,6 +170,7 @@ static void req_finish_locked(struct rcoll_comm *c, struct rcoll_request *r,
  * without c->lock); msg NULL: with the communicator's error. */
 void rcoll__comm_fail_all(struct rcoll_comm *c, rcoll_status_t st, const char *msg)
 {
+    comm_announce(c);
     pthread_mutex_lock(&c->lock);
     while (c->qhead) {
         struct rcoll_request *r = c->qhead;
@@ -260,10 +279,14 @@ static void engine_complete(struct rcoll_comm *c, struct rcoll_request *r,
     msg[0] = '\0';
     if (st != RCOLL_OK) /* not on the fast path */
         snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
+    if (st != RCOLL_OK && st != RCOLL_ERR_TRUNCATED) {
+        pthread_mutex_lock(&c->lock);
+        rcoll__comm_set_error_locked(c, st, msg);
+        pthread_mutex_unlock(&c->lock);
+        comm_announce(c);
+    }
     req_release_tl(c, r, msg);
     pthread_mutex_lock(&c->lock);
-    if (st != RCOLL_OK && st != RCOLL_ERR_TRUNCATED)
-        rcoll__comm_set_error_locked(c, st, msg);
     req_finish_locked(c, r, st, msg);
     pthread_mutex_unlock(&c->lock);
 }
@@ -429,6 +452,8 @@ int rcoll__engine_turn(struct rcoll_comm *c, double *spin_until, int idle_ms,
     /* a blocking call run inline (rcoll__comm_run_inline) is one more
      * operation in flight: poll, then sleep as for a request */
     int any = ns > 0 || c->inline_s != NULL;
+    if (failed)
+        comm_announce(c);
     int finished = engine_run(c, ns, now, &progressed, &md_busy);
     if (failed) {
         rcoll__comm_fail_all(c, RCOLL_OK, NULL);

@@ -141,6 +141,13 @@ typedef struct rcoll_tl_ops {
     /* Graceful (goodbye to peers, bounded wait) or abortive close; an
      * abort carries `reason` (may be NULL) to the peers' error messages. */
     void (*ctx_destroy)(rcoll_tl_ctx_t *ctx, int abort, const char *reason);
+    /* Optional: the communicator failed; tell every peer still connected
+     * why, now (the abort ctx_destroy would send later), so that each
+     * fails with `reason`, not with a broken link. Called once, by the
+     * engine, before a failed operation's buffers are taken back
+     * (recv_unplace, send_revoke): a peer's write into one then fails
+     * after the notice, not ahead of it. Bounded in time. */
+    void (*fail_notify)(rcoll_tl_ctx_t *ctx, const char *reason);
     /* Optional: the most payload bytes one send with these flags may
      * carry to this peer, given `len` bytes left in the transfer; NULL or
      * an answer below the chunk size means one chunk. A transport answers

@@ -98,7 +98,8 @@ typedef struct {
     uint64_t seq, total, chunk, addr, bytes;
     uint32_t kind, step, tag, rkey;
 } ib_place_msg_t;
-enum { CTRL_BYE = 1, CTRL_ABORT = 2 };
+/* CTRL_SEEN: an abort arrived (the aborting rank may close now) */
+enum { CTRL_BYE = 1, CTRL_ABORT = 2, CTRL_SEEN = 3 };
 #define IB_MAX_CREDITS 0x3fff
 
 /* what a work request was, in its wr_id (with the QP's index above) */
@@ -128,6 +129,9 @@ typedef struct {
     rcoll_slots_t sl;         /* the slot/credit state, both ways */
     unsigned char *rx_flag;   /* by slot: SLOT_* */
     int bye, aborted;         /* what the peer said on this QP */
+    int told, seen;           /* our abort went on it; the peer has it */
+    uint32_t words[8];        /* the last signal words received, and */
+    uint64_t nwords;          /* how many: a protocol error shows them */
     /* send side */
     char *tx;                 /* staging: nslots slots + IB_CTRL */
     struct ibv_mr *tx_mr;

@@ -201,7 +201,23 @@ static void ib_qp_goodbye(ib_qp_t *q, int abort, const char *reason,
     while ((q->sq_free < 1 || !ib_cq_room(ctx, 1)) &&
            rcoll_time_sec() < deadline && !q->ended)
         ib_poll(ctx);
-    ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE));
+    if (ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE)) ==
+        0 && abort)
+        q->told = 1;
+}
+
+/* Until every live QP's sends completed (told: only those fail_notify
+ * wrote on), or the deadline. */
+static void ib_sq_drain(struct rcoll_tl_ctx *ctx, int told, double deadline)
+{
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        while ((q->told || !told) && q->up && !q->ended &&
+               q->sq_free < ctx->sq_depth &&
+               rcoll_time_sec() < deadline)
+            if (ib_poll(ctx) == 0)
+                usleep(100);
+    }
 }
 
 /* Waits (until deadline) for every QP's sends to complete: then they are
@@ -218,9 +234,11 @@ static void ib_qp_goodbye(ib_qp_t *q, int abort, const char *reason,
  * min(RCOLL_TIMEOUT, 30 s). */
 static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
 {
-    for (int g = 0; g < ctx->nq; g++) {
+    ib_sq_drain(ctx, 0, deadline);
+    /* an abort: until each peer it went to says it has it (CTRL_SEEN) */
+    for (int g = 0; abort && g < ctx->nq; g++) {
         ib_qp_t *q = ctx->qps[g];
-        while (q->up && !q->ended && q->sq_free < ctx->sq_depth &&
+        while (q->told && !q->seen && q->up && !q->ended &&
                rcoll_time_sec() < deadline)
             if (ib_poll(ctx) == 0)
                 usleep(100);
@@ -331,17 +349,38 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
     free(ctx);
 }
 
+/* The QPs a goodbye or an abort can go on now. */
+static int ib_qp_sayable(const struct rcoll_tl_ctx *ctx, const ib_qp_t *q)
+{
+    if (!q->up || q->ended || !q->qp || q->told)
+        return 0;
+    /* iWARP: the acceptor may not send before the initiator has spoken */
+    return ctx->oob || q->active || q->heard;
+}
+
+/* The communicator failed (transport op fail_notify): our abort and its
+ * reason go on every live QP now, and their sends complete (for siw: are
+ * in the kernel's socket) before the engine deregisters a failed receive
+ * in place. A peer's write into it then fails behind the notice, so the
+ * peer learns the cause instead of a terminated connection. */
+static void ib_fail_notify(rcoll_tl_ctx_t *ctx, const char *reason)
+{
+    double deadline = rcoll_time_sec() + RCOLL_MIN(1.0, ctx->p.timeout);
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        if (!ib_qp_sayable(ctx, q))
+            continue;
+        ib_qp_goodbye(q, 1, reason, deadline);
+    }
+    ib_sq_drain(ctx, 1, deadline);
+}
+
 static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
 {
     double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
-    for (int g = 0; g < ctx->nq; g++) {
-        ib_qp_t *q = ctx->qps[g];
-        if (!q->up || q->ended || !q->qp)
-            continue;
-        if (!ctx->oob && !q->active && !q->heard)
-            continue; /* iWARP: the initiator has not spoken yet */
-        ib_qp_goodbye(q, abort, reason, deadline);
-    }
+    for (int g = 0; g < ctx->nq; g++)
+        if (ib_qp_sayable(ctx, ctx->qps[g]))
+            ib_qp_goodbye(ctx->qps[g], abort, reason, deadline);
     ctx->closing = 1;
     if (ctx->n_sent)
         rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d sent %llu messages, %llu "
@@ -425,6 +464,7 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .progress = ib_progress,
     .idle = ib_idle,
     .ctx_destroy = ib_ctx_destroy,
+    .fail_notify = ib_fail_notify,
     .mem_reg = ib_mem_reg,
     .mem_dereg = ib_mem_dereg,
     .describe = ib_describe,

@@ -146,8 +146,22 @@ void ib_qp_ended(ib_qp_t *q, const char *why)
     ib_ep_fail(ep, "%s", why);
 }
 
+/* q's last signal words, oldest first, as "t/c/a ..." */
+static void ib_words_str(const ib_qp_t *q, char *buf, size_t len)
+{
+    size_t o = 0;
+    uint64_t k = q->nwords > 8 ? q->nwords - 8 : 0;
+    buf[0] = '\0';
+    for (; k < q->nwords && o + 20 < len; k++) {
+        uint32_t w = q->words[k % 8];
+        o += (size_t)snprintf(buf + o, len - o, "%s%u/%u/%u", o ? " " : "",
+                              IMM_TYPE(w), IMM_CREDITS(w), IMM_ARG(w));
+    }
+}
+
 static void ib_handle_word(ib_qp_t *q, uint32_t w)
 {
+    q->words[q->nwords++ % 8] = w;
     ib_ep_t *ep = q->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (rcoll_slots_credit(&q->sl, IMM_CREDITS(w)) != 0) {
@@ -165,9 +179,12 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
             q->rx + (size_t)(slot < 0 ? 0 : slot) * ctx->stride + IB_HDR_OFF);
         if (slot < 0 || (int)IMM_ARG(w) != slot ||
             h->len > ctx->p.chunk_size) {
+            char last[128];
+            ib_words_str(q, last, sizeof(last));
             ib_ep_fail(ep, "protocol error: message in slot %u, expected "
-                       "%d (%d full), length %u", IMM_ARG(w), slot,
-                       q->sl.count, h->len);
+                       "%d (%d full), length %u on queue pair %d (last "
+                       "signals, type/credits/argument: %s)", IMM_ARG(w),
+                       slot, q->sl.count, h->len, q->idx, last);
             return;
         }
         q->rx_flag[slot] = IMM_TYPE(w) == IMM_PLACED ? SLOT_PLACED
@@ -198,6 +215,8 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
             q->bye = 1;
             rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d said goodbye on qp %d",
                         ep->peer, q->idx);
+        } else if (IMM_ARG(w) == CTRL_SEEN) {
+            q->seen = 1;
         } else {
             char *r = q->rx + (size_t)ctx->p.nslots * ctx->stride;
             r[IB_CTRL - 1] = '\0';
@@ -205,6 +224,10 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
             ep->aborted = 1;
             q->aborted = 1;
             ib_ep_fail(ep, "aborted");
+            /* the aborting rank waits for this before it closes: a close
+             * may reset the connection, losing what it had not sent yet */
+            if (!q->ended)
+                ib_post_note(q, IMM(IMM_CTRL, 0, CTRL_SEEN));
         }
         return;
     default:
