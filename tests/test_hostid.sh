@@ -42,7 +42,7 @@ go 8 2 RCOLL_ALGO=reduce_scatter:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS
 go 6 3 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
 go 8 2 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
 # 8 slots: a sender refused by a full socket lost the credits it had taken
-# (tcp.c; hung 3 runs in 3 before the fix)
+# (tcp_data.c; hung 3 runs in 3 before the fix)
 go 6 3 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=8 -- -q -C alltoall -N $N
 HOSTDIV=1 go 6 2 RCOLL_ALGO=alltoall:hierarchical RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- -q -C alltoall -N $N
 for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarchical alltoall:hierarchical \

@@ -5,7 +5,8 @@
  * malformed stream must end as a failed peer with a message, never as an
  * out-of-bounds access, more messages than slots or small payloads past
  * the ring. */
-#include "../../src/transport/tcp/tcp.c"
+#include "../../src/transport/tcp/tcp_data.c"
+#include "../../src/transport/tcp/tcp_ctx.c"
 #include "fuzz_common.h"
 #include <sys/socket.h>
 

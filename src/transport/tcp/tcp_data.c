@@ -1,207 +1,7 @@
-/* The TCP transport: RCOLL_TCP_NSOCKS non-blocking sockets per peer,
- * messages striped round-robin over them (message i on socket i % nsocks,
- * so each peer pair stays a FIFO), each socket with its own ring of
- * receive slots and credits piggybacked on the reverse direction.
- *
- * Wire format per socket: a tcp_wire_t header, then `hdr.len` payload bytes
- * for DATA. Credits ride in every header. BYE says a rank destroyed the
- * communicator cleanly; ABORT that it aborted. EOF without either means the
- * process died. */
-#include "transport/transport.h"
-#include "transport/slots.h"
-#include "proto/lanes.h"
-#include "util/params.h"
-#include <errno.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
-#define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
-#define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
-#define TCP_NPLACE 8 /* receives in place per peer at a time */
-/* Reads go through a small staging buffer per socket (allocated on first
- * read): one recv brings a header with its payload, often several small
- * messages; a payload part of TCP_RX_DIRECT bytes or more still missing
- * is read straight into its slot or place (no second copy). */
-#define TCP_RX_STAGE (16u << 10)
-#define TCP_RX_DIRECT (4u << 10)
-/* Each socket has TCP_SLOT_MUL x RCOLL_NSLOTS slots (message headers),
- * and two places for payloads:
- * - a message of more than `small` bytes (tcp_ring_sizes: 4-16 KiB)
- *   takes one of RCOLL_NSLOTS chunk buffers (at most RCOLL_NSLOTS such
- *   messages unreleased);
- * - a smaller one takes its size, rounded up to TCP_RING_ALIGN, in a ring
- *   of TCP_RING_MUL x RCOLL_NSLOTS x `small` bytes, filled and freed in
- *   order (a payload that does not fit before the ring's end starts at
- *   its beginning, and the end is skipped).
- * The sender keeps to all three bounds without being told: slots free in
- * order, so each credit says which of its messages were freed, and it
- * lays out the ring exactly as the receiver does. So a stream of small
- * messages one way (a broadcast's) costs a credit message back every
- * half window of slots (tcp_window; 32 messages at 64 slots: broadcast
- * over loopback, 8 B - 8 KiB, 0-1.1 us faster at 2 ranks than a credit
- * per message, 0.8-4.8 us at 4), a stream of 4 KiB ones every 8, for the
- * memory of TCP_RING_MUL x RCOLL_NSLOTS buffers of 4 KiB, as when every
- * slot had one. */
-#define TCP_SMALL 4096u
-/* A small communicator gets a bigger ring and sends more through it:
- * `small` is TCP_RING_BUDGET / (peers x sockets x TCP_RING_MUL x
- * RCOLL_NSLOTS), between TCP_SMALL and TCP_SMALL_MAX (16 KiB up to 5
- * ranks at the defaults, 4 KiB from 17 ranks on). A big message costs a
- * chunk buffer, and a one-way stream of them a credit message back per
- * two (half of RCOLL_NSLOTS): a system call on each side and a segment
- * for the sender's stack. Through a ring of 256 KiB, 16 KiB messages
- * cost one per eight (broadcast over loopback against 355cec9, 5
- * interleaved rounds of long runs, benchmarks/ab_long.sh: 2 ranks 16 KiB
- * 8.14 -> 7.49 us, 4 KiB 6.73 -> 6.53; 4 ranks 16 KiB 24.8 -> 17.0 us,
- * 4 KiB 17.4 -> 13.4; 64 KiB 1.01-1.18x). The rings take TCP_RING_BUDGET
- * per rank in all at most, unless the 4 KiB minimum needs more. */
-#define TCP_SMALL_MAX 16384u
-#define TCP_RING_BUDGET (2u << 20)
-#define TCP_SLOT_MUL 16
-/* A small communicator gets a deeper window of slots: each socket has
- * TCP_SLOT_BUDGET / (peers x sockets) of them, between TCP_SLOT_MUL x
- * RCOLL_NSLOTS and TCP_SLOT_MAX (both ends work it out from the same
- * numbers), so that a rank's slot headers (about 70 bytes each) take
- * at most TCP_SLOT_BUDGET x 70 bytes unless the minimum needs more. A
- * root streaming small broadcasts stalls once it has filled a peer's
- * slots, until that peer runs and hands credits back, and with ranks
- * oversubscribed a peer may not run for a scheduler's time slice: 4-rank
- * broadcast over loopback on 2 cores, 32-512 B, 682 slots per socket
- * instead of 64 (two sockets per peer): 1.05-1.15x (7 interleaved
- * rounds, docs/benchmarks.md); the root then makes no system
- * call but its sends. */
-#define TCP_SLOT_BUDGET 4096
-#define TCP_SLOT_MAX 1024
-/* Messages queued while the socket takes no more (each ~80 bytes): a
- * send that finds the queue full is retried, as one without a credit */
-#define TCP_TXQ_MAX 64
-#define TCP_RING_MUL 4
-#define TCP_RING_ALIGN 64u
-
-typedef struct {
-    uint32_t type;
-    uint32_t credits;
-    rcoll_msg_hdr_t hdr;
-} tcp_wire_t;
-
-typedef struct {
-    tcp_wire_t wire;
-    const char *payload;
-    char *own;         /* the payload, copied when its operation failed
-                          mid-write (tcp_send_revoke); freed once written */
-    size_t off;        /* bytes of wire+payload written */
-    void *cookie;
-    int has_payload;
-} tcp_txitem_t;
-
-typedef struct tcp_ep tcp_ep_t;
-
-typedef struct {
-    rcoll_ev_handler_t h;
-    tcp_ep_t *ep;
-    int fd;
-    int idx;
-    /* receive side */
-    char *ring;               /* small payloads (ring_size, lazily) */
-    size_t rx_ring_tail;      /* where the next small payload goes */
-    size_t rx_ring_held;      /* ring bytes of arrived, unreleased ones */
-    size_t rx_ring_owed;      /* released, credit not yet sent */
-    uint32_t *slot_off;       /* per slot: its payload's ring offset */
-    uint32_t *slot_ring;      /*   and the ring bytes it takes */
-    char **slot_pay;          /* where each slot's payload is: the ring,
-                                 a big buffer or the receiver's
-                                 (tcp_recv_place) */
-    char **slot_big;          /* the big buffer a slot holds, or NULL */
-    unsigned char *slot_isbig; /* the slot's message is > ctx->small */
-    int rx_big_held;          /* big messages arrived, not released */
-    int rx_big_owed;          /* big ones released, credit not yet sent */
-    char **pool;              /* free big buffers (a stack of npool) */
-    char **pool_all;          /* every big buffer allocated (nalloc) */
-    int npool, nalloc;
-    rcoll_msg_hdr_t *slot_hdr;
-    rcoll_slots_t sl;         /* the slot/credit state, both ways */
-    tcp_wire_t rx_wire;
-    char *rb;                 /* staging: bytes read, not yet taken */
-    size_t rb_head, rb_tail;  /* [head, tail) of rb holds them */
-    size_t rx_off;            /* bytes of the current wire header read */
-    size_t rx_poff;           /* payload bytes read */
-    int rx_in_payload;
-    /* send side */
-    unsigned char *tx_isbig;  /* per message not yet credited back, in
-                                 order: was it big (a ring of n slots) */
-    uint32_t *tx_ring;        /*   and the peer's ring bytes it takes */
-    int tx_fifo_head, tx_fifo_count, tx_big_out;
-    size_t tx_ring_tail;      /* the peer's ring as we fill it */
-    size_t tx_ring_used;      /* its bytes not credited back */
-    tcp_txitem_t *txq;        /* ring */
-    int txq_cap, txq_head, txq_count;
-    int want_out;
-    int rx_run;               /* reads that got data since our last data
-                                 message (credits do not count) */
-    int oneway;               /* rx_run reached TCP_ONEWAY_READS: kept out
-                                 of pingpong mode (tcp_recv) */
-    int oneway_again;         /* a credit went out since: out again */
-    int bye;                  /* the peer said goodbye on this socket */
-    int ended;                /* EOF, reset or abort on this socket */
-    int closed;               /* fd closed (bye/abort/error) */
-    rcoll_lane_stats_t st;
-} tcp_sock_t;
-
-struct tcp_ep {
-    struct rcoll_tl_ctx *ctx;
-    int peer;
-    tcp_sock_t *socks;
-    uint64_t tx_seq, rx_seq;
-    int bye, aborted;         /* what the peer told us (bye: on any socket) */
-    char abort_reason[TCP_REASON_MAX];
-    int nended;               /* sockets that ended */
-    char end_what[256];       /* why the first one ended */
-    char fail_msg[1024];      /* the message given to the communicator */
-    int failed;
-    /* receives posted in place: payload that matches lands in dst */
-    struct {
-        rcoll_tl_place_t pl;
-        size_t landed;        /* payload bytes read straight into dst */
-    } place[TCP_NPLACE];
-    int nplace;
-};
-
-struct rcoll_tl_ctx {
-    rcoll_tl_params_t p;
-    int nsocks;
-    int nslots;               /* per socket: tcp_window() */
-    int nbig;                 /* of which may hold big messages: p.nslots */
-    size_t small;             /* payloads up to this go to the ring */
-    size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
-    int listen_fd;
-    tcp_ep_t **eps;           /* by rank */
-    uint64_t placed_bytes;    /* payload read straight into receivers'
-                                 buffers (tcp_recv_place) */
-};
-
-typedef struct {
-    uint32_t magic;
-    int32_t rank;
-    int32_t idx;
-    int32_t nsocks;
-    uint64_t chunk_size;      /* must match on both ends, like nslots */
-    int32_t nslots;
-    int32_t pad;
-} tcp_hello_t;
-
-static int tcp_usable(char *why, size_t len)
-{
-    (void)why; /* TCP works wherever sockets do */
-    (void)len;
-    return 1;
-}
+/* The TCP transport's data path (tcp.h): sends and their queue, reads
+ * into slots, the small-payload ring and big buffers, receives in place,
+ * credits, and a peer's failure. */
+#include "transport/tcp/tcp.h"
 
 static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err);
 
@@ -223,7 +23,7 @@ static int tcp_sock_set_events(tcp_sock_t *s)
     return 0;
 }
 
-static void tcp_sock_close(tcp_sock_t *s)
+void tcp_sock_close(tcp_sock_t *s)
 {
     if (s->closed)
         return;
@@ -304,7 +104,7 @@ static uint32_t tcp_ring_place(size_t *tail, size_t size, size_t small,
 }
 
 /* Slots per socket (TCP_SLOT_BUDGET); every rank computes the same */
-static int tcp_window(int nslots, int nranks, int nsocks)
+int tcp_window(int nslots, int nranks, int nsocks)
 {
     long base = (long)TCP_SLOT_MUL * nslots;
     long w = TCP_SLOT_BUDGET / ((long)RCOLL_MAX(nranks - 1, 1) *
@@ -314,7 +114,7 @@ static int tcp_window(int nslots, int nranks, int nsocks)
 
 /* The ring's threshold and size (TCP_RING_BUDGET); every rank computes
  * the same */
-static void tcp_ring_sizes(int nslots, int nranks, int nsocks,
+void tcp_ring_sizes(int nslots, int nranks, int nsocks,
                            size_t *small, size_t *ring)
 {
     size_t per = (size_t)TCP_RING_MUL * (size_t)RCOLL_MAX(nslots, 1);
@@ -355,7 +155,7 @@ static int tcp_txq_push(tcp_sock_t *s, uint32_t type,
 }
 
 /* Writes as much of the queue as the socket takes. */
-static void tcp_sock_write(tcp_sock_t *s)
+void tcp_sock_write(tcp_sock_t *s)
 {
     tcp_ep_t *ep = s->ep;
     while (!s->closed) {
@@ -428,7 +228,7 @@ static void tcp_sock_write(tcp_sock_t *s)
     }
 }
 
-static rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                const void *payload, void *cookie, int flags,
                                size_t xfer)
 {
@@ -511,7 +311,7 @@ static void tcp_sock_revoke(tcp_sock_t *s, void *cookie)
     s->txq_count = kept;
 }
 
-static void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                             const char *why)
 {
     (void)why; /* what is dropped never arrives: the abort says why */
@@ -655,7 +455,7 @@ static char *tcp_place_find(tcp_ep_t *ep, const rcoll_msg_hdr_t *h)
     return NULL;
 }
 
-static int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     if (ep->nplace == TCP_NPLACE || !pl->chunk || !pl->bytes)
@@ -717,7 +517,7 @@ static int tcp_slot_unplace(tcp_sock_t *s, int slot, size_t len,
     return 0;
 }
 
-static void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     int i = 0;
@@ -893,7 +693,7 @@ static void tcp_sock_read(tcp_sock_t *s)
     }
 }
 
-static void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events)
+void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events)
 {
     tcp_sock_t *s = (tcp_sock_t *)h;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
@@ -902,7 +702,7 @@ static void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events)
         tcp_sock_write(s);
 }
 
-static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
+rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
                                     const rcoll_msg_hdr_t **hdr,
                                     const void **payload)
 {
@@ -922,7 +722,7 @@ static rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
     return RCOLL_OK;
 }
 
-static void tcp_recv_release(rcoll_tl_ep_t *tep)
+void tcp_recv_release(rcoll_tl_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
@@ -952,7 +752,7 @@ static void tcp_recv_release(rcoll_tl_ep_t *tep)
         tcp_sock_write(s);
 }
 
-static int tcp_recv_full(rcoll_tl_ep_t *tep)
+int tcp_recv_full(rcoll_tl_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     for (int k = 0; k < ep->ctx->nsocks; k++) {
@@ -976,7 +776,7 @@ static int tcp_recv_full(rcoll_tl_ep_t *tep)
  * broadcast's) no longer costs a credit message back per message, which
  * was a system call on each side and a segment for the root's stack to
  * take (2-rank 32-byte broadcast over loopback: 10 -> 7 us). */
-static int tcp_idle(rcoll_tl_ctx_t *ctx)
+int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
@@ -993,441 +793,3 @@ static int tcp_idle(rcoll_tl_ctx_t *ctx)
     return 0; /* what arrives meanwhile raises an epoll event */
 }
 
-/* ---- setup and teardown ---- */
-
-static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
-{
-    if (!ep)
-        return;
-    for (int i = 0; i < nsocks; i++) {
-        tcp_sock_t *s = &ep->socks[i];
-        for (int j = 0; j < s->nalloc; j++)
-            free(s->pool_all[j]);
-        free(s->ring);
-        free(s->slot_off);
-        free(s->slot_ring);
-        free(s->tx_ring);
-        free(s->slot_big);
-        free(s->slot_isbig);
-        free(s->pool);
-        free(s->pool_all);
-        free(s->tx_isbig);
-        free(s->slot_pay);
-        free(s->slot_hdr);
-        for (int j = 0; s->txq && j < s->txq_count; j++)
-            free(s->txq[(s->txq_head + j) % s->txq_cap].own);
-        free(s->txq);
-        free(s->rb);
-    }
-    free(ep->socks);
-    free(ep);
-}
-
-/* A socket's state before it is connected: its slots, the send queue;
- * -1 out of memory (tcp_ep_free frees what was allocated). */
-static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
-                         tcp_sock_t *s, int k)
-{
-    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
-    s->h.cb = tcp_sock_event;
-    s->ep = ep;
-    s->fd = -1;
-    s->closed = 1;
-    s->idx = k;
-    rcoll_slots_init(&s->sl, ctx->nslots);
-    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
-    s->slot_off = calloc(ns, sizeof(uint32_t));
-    s->slot_ring = calloc(ns, sizeof(uint32_t));
-    s->tx_ring = calloc(ns, sizeof(uint32_t));
-    s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
-    s->slot_pay = calloc(ns, sizeof(char *));
-    s->slot_big = calloc(ns, sizeof(char *));
-    s->slot_isbig = calloc(ns, 1);
-    s->tx_isbig = calloc(ns, 1);
-    s->pool = calloc(nb, sizeof(char *));
-    s->pool_all = calloc(nb, sizeof(char *));
-    s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
-    if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
-        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
-        !s->pool || !s->pool_all || !s->txq)
-        return -1;
-    return 0;
-}
-
-static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
-                                     int idx, int fd)
-{
-    tcp_ep_t *ep = ctx->eps[peer];
-    tcp_sock_t *s = &ep->socks[idx];
-    if (s->fd >= 0) {
-        close(fd);
-        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
-                                "tcp: rank %d connected socket %d twice", peer,
-                                idx);
-    }
-    s->fd = fd;
-    s->closed = 0;
-    rcoll_sock_set_nonblock(fd, 1);
-    int sz = (int)RCOLL_MIN(ctx->p.chunk_size * 4, 8u << 20);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
-                             .data.ptr = &s->h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
-                                strerror(errno));
-    return RCOLL_OK;
-}
-
-static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
-                            const char *reason);
-
-/* An endpoint with its sockets for every peer this rank talks to. */
-static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
-                                    const uint8_t *use)
-{
-    for (int i = 0; i < ctx->p.nranks; i++) {
-        if (i == ctx->p.rank || !use[i])
-            continue;
-        tcp_ep_t *ep = calloc(1, sizeof(*ep));
-        if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
-                                        sizeof(tcp_sock_t)))) {
-            free(ep);
-            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-        }
-        ctx->eps[i] = ep;
-        ep->ctx = ctx;
-        ep->peer = i;
-        for (int k = 0; k < ctx->nsocks; k++)
-            if (tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
-                return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-    }
-    return RCOLL_OK;
-}
-
-/* Listens on the bootstrap's interface; every rank's address in addrs. */
-static rcoll_status_t tcp_listen_exchange(struct rcoll_tl_ctx *ctx,
-                                          rcoll_sockaddr_t *addrs)
-{
-    const rcoll_tl_params_t *p = &ctx->p;
-    rcoll_sockaddr_t me = p->bs->peers[p->rank].boot_addr;
-    char a[128];
-    rcoll_status_t st;
-    if (me.sa.sa_family == AF_INET)
-        me.sin.sin_port = 0;
-    else
-        me.sin6.sin6_port = 0;
-    if ((st = rcoll_sock_listen(&me, 0, &ctx->listen_fd)) != RCOLL_OK)
-        return st;
-    addrs[p->rank] = me;
-    if ((st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs))) !=
-        RCOLL_OK)
-        return st;
-    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
-                "per peer", p->rank, rcoll_sock_addr_str(&me, a, sizeof(a)),
-                ctx->nsocks);
-    return RCOLL_OK;
-}
-
-/* The lower ranks whose connections have not all arrived: the culprits
- * when the accept loop times out. */
-static void tcp_missing_lower(const struct rcoll_tl_ctx *ctx,
-                              const uint8_t *use, char *miss, size_t len)
-{
-    size_t off = 0;
-    miss[0] = 0;
-    for (int q = 0; q < ctx->p.rank && off < len - 16; q++) {
-        if (!use[q] || !ctx->eps[q])
-            continue;
-        for (int k = 0; k < ctx->nsocks; k++)
-            if (ctx->eps[q]->socks[k].fd < 0) {
-                off += (size_t)snprintf(miss + off, len - off,
-                                        " rank %d (%s pid %d)", q,
-                                        ctx->p.bs->peers[q].hostname,
-                                        (int)ctx->p.bs->peers[q].pid);
-                break;
-            }
-    }
-}
-
-/* An authenticated hello with other settings than ours: both sides would
- * fail later in confusing ways, so stop here and say why. */
-static rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
-                                      const tcp_hello_t *h)
-{
-    const rcoll_tl_params_t *p = &ctx->p;
-    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
-        h->nslots == p->nslots)
-        return RCOLL_OK;
-    return rcoll__set_error(
-        RCOLL_ERR_INVALID_ARGUMENT,
-        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
-        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
-        "%d): set them the same on every rank", p->rank, h->rank,
-        ctx->nsocks, h->nsocks, p->chunk_size,
-        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
-}
-
-/* Accepts every socket of every lower peer (`lower` of them). */
-static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
-                                       const uint8_t *use, int lower,
-                                       double deadline)
-{
-    const rcoll_tl_params_t *p = &ctx->p;
-    int r = p->rank;
-    rcoll_status_t st = RCOLL_OK;
-    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
-    if (!acc)
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-    rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
-                        "tcp");
-    for (int got = 0; got < lower * ctx->nsocks;) {
-        int fd, ready;
-        tcp_hello_t h;
-        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
-        if (st != RCOLL_OK) {
-            char miss[256];
-            tcp_missing_lower(ctx, use, miss, sizeof(miss));
-            st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
-                                  "connections from lower ranks arrived; "
-                                  "missing from:%s: %s", r, got,
-                                  lower * ctx->nsocks, miss,
-                                  rcoll_last_error());
-            break;
-        }
-        if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
-            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
-            rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
-            close(fd);
-            continue;
-        }
-        if ((st = tcp_hello_agree(ctx, &h)) != RCOLL_OK) {
-            close(fd);
-            break;
-        }
-        if ((st = tcp_sock_setup(ctx, h.rank, h.idx, fd)) != RCOLL_OK)
-            break;
-        got++;
-    }
-    rcoll_acceptor_fini(acc);
-    free(acc);
-    return st;
-}
-
-/* Connects every socket to every higher peer. */
-static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
-                                         const uint8_t *use,
-                                         const rcoll_sockaddr_t *addrs,
-                                         double deadline)
-{
-    const rcoll_tl_params_t *p = &ctx->p;
-    int r = p->rank;
-    char a[128];
-    rcoll_status_t st;
-    for (int peer = r + 1; peer < p->nranks; peer++) {
-        for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
-            int fd;
-            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
-                             p->chunk_size, p->nslots, 0};
-            /* its listener was up before the address exchange: refused
-             * means it died (1 s covers a full accept queue) */
-            st = rcoll_sock_connect_peer(
-                &addrs[peer], deadline,
-                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
-            if (st == RCOLL_OK) {
-                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
-                                             deadline);
-                if (st != RCOLL_OK)
-                    close(fd);
-            }
-            if (st != RCOLL_OK)
-                return rcoll__set_error(st, "tcp: rank %d cannot connect to "
-                                        "rank %d at %s: %s", r, peer,
-                                        rcoll_sock_addr_str(&addrs[peer], a,
-                                                            sizeof(a)),
-                                        rcoll_last_error());
-            if ((st = tcp_sock_setup(ctx, peer, k, fd)) != RCOLL_OK)
-                return st;
-        }
-    }
-    return RCOLL_OK;
-}
-
-/* Sockets to every peer of this rank: listen and exchange addresses, then
- * a full mesh among the peers, accepting everything from lower ranks
- * before connecting to higher ones (no cycle, so no deadlock). */
-static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
-                                     rcoll_tl_ctx_t **ctx_p,
-                                     rcoll_tl_ep_t **eps)
-{
-    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
-    rcoll_sockaddr_t *addrs = NULL;
-    rcoll_status_t st;
-    int n = p->nranks, r = p->rank;
-    double deadline = rcoll_time_sec() + p->timeout;
-
-    if (!ctx)
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-    ctx->p = *p;
-    ctx->nsocks = rcoll_config.tcp_nsocks;
-    ctx->nbig = p->nslots;
-    ctx->nslots = tcp_window(p->nslots, n, ctx->nsocks);
-    tcp_ring_sizes(p->nslots, n, ctx->nsocks, &ctx->small, &ctx->ring_size);
-    ctx->listen_fd = -1;
-    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
-    addrs = calloc((size_t)n, sizeof(*addrs));
-    if (!ctx->eps || !addrs) {
-        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
-        goto err;
-    }
-    const uint8_t *use = p->pairs + (size_t)r * (size_t)n; /* our peers */
-    int lower = 0;
-    for (int i = 0; i < r; i++)
-        lower += use[i];
-    if ((st = tcp_alloc_eps(ctx, use)) != RCOLL_OK ||
-        (st = tcp_listen_exchange(ctx, addrs)) != RCOLL_OK ||
-        (st = tcp_accept_lower(ctx, use, lower, deadline)) != RCOLL_OK)
-        goto err;
-    /* every lower rank is connected and higher ones are ours to call: the
-     * listener has done its work (left open, a stranger could still
-     * connect to it for the communicator's life) */
-    close(ctx->listen_fd);
-    ctx->listen_fd = -1;
-    if ((st = tcp_connect_higher(ctx, use, addrs, deadline)) != RCOLL_OK)
-        goto err;
-    free(addrs);
-    for (int i = 0; i < n; i++)
-        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
-    *ctx_p = ctx;
-    return RCOLL_OK;
-err:
-    free(addrs);
-    return rcoll_tl_create_failed(ctx, tcp_ctx_destroy, st);
-}
-
-static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
-                            const char *reason)
-{
-    size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
-    int n = ctx->p.nranks;
-    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
-
-    /* goodbye (or abort notice) on every open socket, then wait briefly for
-     * the peers to close their side, so no data of ours is cut off */
-    for (int i = 0; ctx->eps && i < n; i++) {
-        tcp_ep_t *ep = ctx->eps[i];
-        for (int k = 0; ep && k < ctx->nsocks; k++) {
-            tcp_sock_t *s = &ep->socks[k];
-            if (s->closed)
-                continue;
-            tcp_wire_t w = {.type = abort ? TCP_ABORT : TCP_BYE};
-            w.hdr.len = abort ? (uint32_t)rlen : 0;
-            /* flush what is queued, then the goodbye */
-            rcoll_sock_set_nonblock(s->fd, 1);
-            while (s->txq_count && !s->closed && rcoll_time_sec() < deadline) {
-                tcp_sock_write(s);
-                if (s->txq_count) {
-                    struct pollfd pf = {.fd = s->fd, .events = POLLOUT};
-                    poll(&pf, 1, 10);
-                }
-            }
-            if (s->closed)
-                continue;
-            if (rcoll_sock_send_all(s->fd, &w, sizeof(w), deadline) != RCOLL_OK ||
-                (w.hdr.len && rcoll_sock_send_all(s->fd, reason, w.hdr.len,
-                                                  deadline) != RCOLL_OK))
-                continue;
-            shutdown(s->fd, SHUT_WR);
-        }
-    }
-    for (int i = 0; ctx->eps && i < n; i++) {
-        tcp_ep_t *ep = ctx->eps[i];
-        for (int k = 0; ep && k < ctx->nsocks; k++) {
-            tcp_sock_t *s = &ep->socks[k];
-            if (s->closed)
-                continue;
-            char junk[4096];
-            for (;;) {
-                ssize_t r = recv(s->fd, junk, sizeof(junk), MSG_DONTWAIT);
-                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
-                    break;
-                if (r > 0)
-                    continue;
-                double left = deadline - rcoll_time_sec();
-                if (left <= 0)
-                    break;
-                struct pollfd pf = {.fd = s->fd, .events = POLLIN};
-                poll(&pf, 1, (int)(left * 1000) + 1);
-            }
-            tcp_sock_close(s);
-        }
-        tcp_ep_free(ep, ctx->nsocks);
-    }
-    if (ctx->listen_fd >= 0)
-        close(ctx->listen_fd);
-    free(ctx->eps);
-    free(ctx);
-}
-
-static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
-                             size_t len)
-{
-    int k = rcoll_config.tcp_nsocks;
-    snprintf(what, len, "%d socket(s) x (%d receive buffers of the chunk "
-             "size + a %u-%u KiB ring for messages up to 4-16 KiB, the "
-             "bigger in smaller communicators, %u KiB per rank in all up to "
-             "17 ranks; malloc, on first use); sends go from the caller's "
-             "buffer", k, nslots,
-             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024,
-             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL_MAX / 1024,
-             TCP_RING_BUDGET / 1024);
-    /* (the ring at its biggest: a bound, over by at most 3 x 64 KiB per
-     * socket in a communicator of more than 5 ranks) */
-    return (size_t)k * (size_t)nslots *
-           (chunk + (size_t)TCP_RING_MUL * TCP_SMALL_MAX);
-}
-
-static int tcp_lanes(char *what, size_t len)
-{
-    snprintf(what, len, "sockets per peer (RCOLL_TCP_NSOCKS), message i on "
-             "socket i mod %d", rcoll_config.tcp_nsocks);
-    return rcoll_config.tcp_nsocks;
-}
-
-static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
-{
-    rcoll_lane_stats_t sum[64] = {{0}};
-    int n = RCOLL_MIN(ctx->nsocks, 64), peers = 0;
-    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
-        tcp_ep_t *ep = ctx->eps[i];
-        peers += ep != NULL;
-        for (int k = 0; ep && k < n; k++)
-            rcoll_lanes_sum(&sum[k], &ep->socks[k].st);
-    }
-    fprintf(f, "rcoll:     %d lanes per peer (sockets), %d peers, %d slots "
-            "per socket, %zu bytes received in place\n", ctx->nsocks, peers,
-            ctx->nslots, (size_t)__atomic_load_n(&ctx->placed_bytes,
-                                                 __ATOMIC_RELAXED));
-    rcoll_lanes_print(f, "socket k of every peer", n, sum);
-}
-
-const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
-    .name = "tcp",
-    .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
-    .usable = tcp_usable,
-    .local_only = 0,
-    .ctx_create = tcp_ctx_create,
-    .send = tcp_send,
-    .recv_peek = tcp_recv_peek,
-    .recv_release = tcp_recv_release,
-    .recv_full = tcp_recv_full,
-    .lanes = tcp_lanes,
-    .stats = tcp_stats,
-    .recv_place = tcp_recv_place,
-    .recv_unplace = tcp_recv_unplace,
-    .send_revoke = tcp_send_revoke,
-    .progress = NULL,
-    .idle = tcp_idle,
-    .ctx_destroy = tcp_ctx_destroy,
-    .peer_bytes = tcp_peer_bytes,
-};

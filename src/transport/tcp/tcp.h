@@ -1,0 +1,226 @@
+/* The TCP transport: RCOLL_TCP_NSOCKS non-blocking sockets per peer,
+ * messages striped round-robin over them (message i on socket i % nsocks,
+ * so each peer pair stays a FIFO), each socket with its own ring of
+ * receive slots and credits piggybacked on the reverse direction.
+ * tcp_data.c is the data path (sends, reads, receives in place, credits,
+ * failures of a peer), tcp_ctx.c the context (sockets set up and torn
+ * down, the ops table).
+ *
+ * Wire format per socket: a tcp_wire_t header, then `hdr.len` payload bytes
+ * for DATA. Credits ride in every header. BYE says a rank destroyed the
+ * communicator cleanly; ABORT that it aborted. EOF without either means the
+ * process died. */
+#ifndef RCOLL_TCP_H
+#define RCOLL_TCP_H
+#include "transport/transport.h"
+#include "transport/slots.h"
+#include "proto/lanes.h"
+#include "util/params.h"
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
+#define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
+#define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
+#define TCP_NPLACE 8 /* receives in place per peer at a time */
+/* Reads go through a small staging buffer per socket (allocated on first
+ * read): one recv brings a header with its payload, often several small
+ * messages; a payload part of TCP_RX_DIRECT bytes or more still missing
+ * is read straight into its slot or place (no second copy). */
+#define TCP_RX_STAGE (16u << 10)
+#define TCP_RX_DIRECT (4u << 10)
+/* Each socket has TCP_SLOT_MUL x RCOLL_NSLOTS slots (message headers),
+ * and two places for payloads:
+ * - a message of more than `small` bytes (tcp_ring_sizes: 4-16 KiB)
+ *   takes one of RCOLL_NSLOTS chunk buffers (at most RCOLL_NSLOTS such
+ *   messages unreleased);
+ * - a smaller one takes its size, rounded up to TCP_RING_ALIGN, in a ring
+ *   of TCP_RING_MUL x RCOLL_NSLOTS x `small` bytes, filled and freed in
+ *   order (a payload that does not fit before the ring's end starts at
+ *   its beginning, and the end is skipped).
+ * The sender keeps to all three bounds without being told: slots free in
+ * order, so each credit says which of its messages were freed, and it
+ * lays out the ring exactly as the receiver does. So a stream of small
+ * messages one way (a broadcast's) costs a credit message back every
+ * half window of slots (tcp_window; 32 messages at 64 slots: broadcast
+ * over loopback, 8 B - 8 KiB, 0-1.1 us faster at 2 ranks than a credit
+ * per message, 0.8-4.8 us at 4), a stream of 4 KiB ones every 8, for the
+ * memory of TCP_RING_MUL x RCOLL_NSLOTS buffers of 4 KiB, as when every
+ * slot had one. */
+#define TCP_SMALL 4096u
+/* A small communicator gets a bigger ring and sends more through it:
+ * `small` is TCP_RING_BUDGET / (peers x sockets x TCP_RING_MUL x
+ * RCOLL_NSLOTS), between TCP_SMALL and TCP_SMALL_MAX (16 KiB up to 5
+ * ranks at the defaults, 4 KiB from 17 ranks on). A big message costs a
+ * chunk buffer, and a one-way stream of them a credit message back per
+ * two (half of RCOLL_NSLOTS): a system call on each side and a segment
+ * for the sender's stack. Through a ring of 256 KiB, 16 KiB messages
+ * cost one per eight (broadcast over loopback against 355cec9, 5
+ * interleaved rounds of long runs, benchmarks/ab_long.sh: 2 ranks 16 KiB
+ * 8.14 -> 7.49 us, 4 KiB 6.73 -> 6.53; 4 ranks 16 KiB 24.8 -> 17.0 us,
+ * 4 KiB 17.4 -> 13.4; 64 KiB 1.01-1.18x). The rings take TCP_RING_BUDGET
+ * per rank in all at most, unless the 4 KiB minimum needs more. */
+#define TCP_SMALL_MAX 16384u
+#define TCP_RING_BUDGET (2u << 20)
+#define TCP_SLOT_MUL 16
+/* A small communicator gets a deeper window of slots: each socket has
+ * TCP_SLOT_BUDGET / (peers x sockets) of them, between TCP_SLOT_MUL x
+ * RCOLL_NSLOTS and TCP_SLOT_MAX (both ends work it out from the same
+ * numbers), so that a rank's slot headers (about 70 bytes each) take
+ * at most TCP_SLOT_BUDGET x 70 bytes unless the minimum needs more. A
+ * root streaming small broadcasts stalls once it has filled a peer's
+ * slots, until that peer runs and hands credits back, and with ranks
+ * oversubscribed a peer may not run for a scheduler's time slice: 4-rank
+ * broadcast over loopback on 2 cores, 32-512 B, 682 slots per socket
+ * instead of 64 (two sockets per peer): 1.05-1.15x (7 interleaved
+ * rounds, docs/benchmarks.md); the root then makes no system
+ * call but its sends. */
+#define TCP_SLOT_BUDGET 4096
+#define TCP_SLOT_MAX 1024
+/* Messages queued while the socket takes no more (each ~80 bytes): a
+ * send that finds the queue full is retried, as one without a credit */
+#define TCP_TXQ_MAX 64
+#define TCP_RING_MUL 4
+#define TCP_RING_ALIGN 64u
+
+typedef struct {
+    uint32_t type;
+    uint32_t credits;
+    rcoll_msg_hdr_t hdr;
+} tcp_wire_t;
+
+typedef struct {
+    tcp_wire_t wire;
+    const char *payload;
+    char *own;         /* the payload, copied when its operation failed
+                          mid-write (tcp_send_revoke); freed once written */
+    size_t off;        /* bytes of wire+payload written */
+    void *cookie;
+    int has_payload;
+} tcp_txitem_t;
+
+typedef struct tcp_ep tcp_ep_t;
+
+typedef struct {
+    rcoll_ev_handler_t h;
+    tcp_ep_t *ep;
+    int fd;
+    int idx;
+    /* receive side */
+    char *ring;               /* small payloads (ring_size, lazily) */
+    size_t rx_ring_tail;      /* where the next small payload goes */
+    size_t rx_ring_held;      /* ring bytes of arrived, unreleased ones */
+    size_t rx_ring_owed;      /* released, credit not yet sent */
+    uint32_t *slot_off;       /* per slot: its payload's ring offset */
+    uint32_t *slot_ring;      /*   and the ring bytes it takes */
+    char **slot_pay;          /* where each slot's payload is: the ring,
+                                 a big buffer or the receiver's
+                                 (tcp_recv_place) */
+    char **slot_big;          /* the big buffer a slot holds, or NULL */
+    unsigned char *slot_isbig; /* the slot's message is > ctx->small */
+    int rx_big_held;          /* big messages arrived, not released */
+    int rx_big_owed;          /* big ones released, credit not yet sent */
+    char **pool;              /* free big buffers (a stack of npool) */
+    char **pool_all;          /* every big buffer allocated (nalloc) */
+    int npool, nalloc;
+    rcoll_msg_hdr_t *slot_hdr;
+    rcoll_slots_t sl;         /* the slot/credit state, both ways */
+    tcp_wire_t rx_wire;
+    char *rb;                 /* staging: bytes read, not yet taken */
+    size_t rb_head, rb_tail;  /* [head, tail) of rb holds them */
+    size_t rx_off;            /* bytes of the current wire header read */
+    size_t rx_poff;           /* payload bytes read */
+    int rx_in_payload;
+    /* send side */
+    unsigned char *tx_isbig;  /* per message not yet credited back, in
+                                 order: was it big (a ring of n slots) */
+    uint32_t *tx_ring;        /*   and the peer's ring bytes it takes */
+    int tx_fifo_head, tx_fifo_count, tx_big_out;
+    size_t tx_ring_tail;      /* the peer's ring as we fill it */
+    size_t tx_ring_used;      /* its bytes not credited back */
+    tcp_txitem_t *txq;        /* ring */
+    int txq_cap, txq_head, txq_count;
+    int want_out;
+    int rx_run;               /* reads that got data since our last data
+                                 message (credits do not count) */
+    int oneway;               /* rx_run reached TCP_ONEWAY_READS: kept out
+                                 of pingpong mode (tcp_recv) */
+    int oneway_again;         /* a credit went out since: out again */
+    int bye;                  /* the peer said goodbye on this socket */
+    int ended;                /* EOF, reset or abort on this socket */
+    int closed;               /* fd closed (bye/abort/error) */
+    rcoll_lane_stats_t st;
+} tcp_sock_t;
+
+struct tcp_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    tcp_sock_t *socks;
+    uint64_t tx_seq, rx_seq;
+    int bye, aborted;         /* what the peer told us (bye: on any socket) */
+    char abort_reason[TCP_REASON_MAX];
+    int nended;               /* sockets that ended */
+    char end_what[256];       /* why the first one ended */
+    char fail_msg[1024];      /* the message given to the communicator */
+    int failed;
+    /* receives posted in place: payload that matches lands in dst */
+    struct {
+        rcoll_tl_place_t pl;
+        size_t landed;        /* payload bytes read straight into dst */
+    } place[TCP_NPLACE];
+    int nplace;
+};
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    int nsocks;
+    int nslots;               /* per socket: tcp_window() */
+    int nbig;                 /* of which may hold big messages: p.nslots */
+    size_t small;             /* payloads up to this go to the ring */
+    size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
+    int listen_fd;
+    tcp_ep_t **eps;           /* by rank */
+    uint64_t placed_bytes;    /* payload read straight into receivers'
+                                 buffers (tcp_recv_place) */
+};
+
+typedef struct {
+    uint32_t magic;
+    int32_t rank;
+    int32_t idx;
+    int32_t nsocks;
+    uint64_t chunk_size;      /* must match on both ends, like nslots */
+    int32_t nslots;
+    int32_t pad;
+} tcp_hello_t;
+
+
+/* tcp_data.c, for tcp_ctx.c */
+void tcp_sock_close(tcp_sock_t *s);
+int tcp_window(int nslots, int nranks, int nsocks);
+void tcp_ring_sizes(int nslots, int nranks, int nsocks,
+                    size_t *small, size_t *ring);
+void tcp_sock_write(tcp_sock_t *s);
+rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, void *cookie, int flags,
+                        size_t xfer);
+void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                     const char *why);
+int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events);
+rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
+                             const rcoll_msg_hdr_t **hdr,
+                             const void **payload);
+void tcp_recv_release(rcoll_tl_ep_t *tep);
+int tcp_recv_full(rcoll_tl_ep_t *tep);
+int tcp_idle(rcoll_tl_ctx_t *ctx);
+
+#endif

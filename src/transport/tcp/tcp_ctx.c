@@ -1,0 +1,451 @@
+/* The TCP transport's context (tcp.h): sockets to every peer set up
+ * (listen, accept from lower ranks, connect to higher ones, hello) and
+ * torn down (goodbye or abort), the lanes and counters, the ops table. */
+#include "transport/tcp/tcp.h"
+
+static int tcp_usable(char *why, size_t len)
+{
+    (void)why; /* TCP works wherever sockets do */
+    (void)len;
+    return 1;
+}
+
+
+/* ---- setup and teardown ---- */
+
+static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
+{
+    if (!ep)
+        return;
+    for (int i = 0; i < nsocks; i++) {
+        tcp_sock_t *s = &ep->socks[i];
+        for (int j = 0; j < s->nalloc; j++)
+            free(s->pool_all[j]);
+        free(s->ring);
+        free(s->slot_off);
+        free(s->slot_ring);
+        free(s->tx_ring);
+        free(s->slot_big);
+        free(s->slot_isbig);
+        free(s->pool);
+        free(s->pool_all);
+        free(s->tx_isbig);
+        free(s->slot_pay);
+        free(s->slot_hdr);
+        for (int j = 0; s->txq && j < s->txq_count; j++)
+            free(s->txq[(s->txq_head + j) % s->txq_cap].own);
+        free(s->txq);
+        free(s->rb);
+    }
+    free(ep->socks);
+    free(ep);
+}
+
+/* A socket's state before it is connected: its slots, the send queue;
+ * -1 out of memory (tcp_ep_free frees what was allocated). */
+static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
+                         tcp_sock_t *s, int k)
+{
+    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+    s->h.cb = tcp_sock_event;
+    s->ep = ep;
+    s->fd = -1;
+    s->closed = 1;
+    s->idx = k;
+    rcoll_slots_init(&s->sl, ctx->nslots);
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
+    s->slot_off = calloc(ns, sizeof(uint32_t));
+    s->slot_ring = calloc(ns, sizeof(uint32_t));
+    s->tx_ring = calloc(ns, sizeof(uint32_t));
+    s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
+    s->slot_pay = calloc(ns, sizeof(char *));
+    s->slot_big = calloc(ns, sizeof(char *));
+    s->slot_isbig = calloc(ns, 1);
+    s->tx_isbig = calloc(ns, 1);
+    s->pool = calloc(nb, sizeof(char *));
+    s->pool_all = calloc(nb, sizeof(char *));
+    s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
+    if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
+        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
+        !s->pool || !s->pool_all || !s->txq)
+        return -1;
+    return 0;
+}
+
+static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
+                                     int idx, int fd)
+{
+    tcp_ep_t *ep = ctx->eps[peer];
+    tcp_sock_t *s = &ep->socks[idx];
+    if (s->fd >= 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                "tcp: rank %d connected socket %d twice", peer,
+                                idx);
+    }
+    s->fd = fd;
+    s->closed = 0;
+    rcoll_sock_set_nonblock(fd, 1);
+    int sz = (int)RCOLL_MIN(ctx->p.chunk_size * 4, 8u << 20);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                             .data.ptr = &s->h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason);
+
+/* An endpoint with its sockets for every peer this rank talks to. */
+static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
+                                    const uint8_t *use)
+{
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        if (i == ctx->p.rank || !use[i])
+            continue;
+        tcp_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep || !(ep->socks = calloc((size_t)ctx->nsocks,
+                                        sizeof(tcp_sock_t)))) {
+            free(ep);
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        }
+        ctx->eps[i] = ep;
+        ep->ctx = ctx;
+        ep->peer = i;
+        for (int k = 0; k < ctx->nsocks; k++)
+            if (tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
+                return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    }
+    return RCOLL_OK;
+}
+
+/* Listens on the bootstrap's interface; every rank's address in addrs. */
+static rcoll_status_t tcp_listen_exchange(struct rcoll_tl_ctx *ctx,
+                                          rcoll_sockaddr_t *addrs)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    rcoll_sockaddr_t me = p->bs->peers[p->rank].boot_addr;
+    char a[128];
+    rcoll_status_t st;
+    if (me.sa.sa_family == AF_INET)
+        me.sin.sin_port = 0;
+    else
+        me.sin6.sin6_port = 0;
+    if ((st = rcoll_sock_listen(&me, 0, &ctx->listen_fd)) != RCOLL_OK)
+        return st;
+    addrs[p->rank] = me;
+    if ((st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs))) !=
+        RCOLL_OK)
+        return st;
+    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
+                "per peer", p->rank, rcoll_sock_addr_str(&me, a, sizeof(a)),
+                ctx->nsocks);
+    return RCOLL_OK;
+}
+
+/* The lower ranks whose connections have not all arrived: the culprits
+ * when the accept loop times out. */
+static void tcp_missing_lower(const struct rcoll_tl_ctx *ctx,
+                              const uint8_t *use, char *miss, size_t len)
+{
+    size_t off = 0;
+    miss[0] = 0;
+    for (int q = 0; q < ctx->p.rank && off < len - 16; q++) {
+        if (!use[q] || !ctx->eps[q])
+            continue;
+        for (int k = 0; k < ctx->nsocks; k++)
+            if (ctx->eps[q]->socks[k].fd < 0) {
+                off += (size_t)snprintf(miss + off, len - off,
+                                        " rank %d (%s pid %d)", q,
+                                        ctx->p.bs->peers[q].hostname,
+                                        (int)ctx->p.bs->peers[q].pid);
+                break;
+            }
+    }
+}
+
+/* An authenticated hello with other settings than ours: both sides would
+ * fail later in confusing ways, so stop here and say why. */
+static rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                                      const tcp_hello_t *h)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
+        h->nslots == p->nslots)
+        return RCOLL_OK;
+    return rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
+        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
+        "%d): set them the same on every rank", p->rank, h->rank,
+        ctx->nsocks, h->nsocks, p->chunk_size,
+        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
+}
+
+/* Accepts every socket of every lower peer (`lower` of them). */
+static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
+                                       const uint8_t *use, int lower,
+                                       double deadline)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    rcoll_status_t st = RCOLL_OK;
+    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    if (!acc)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
+                        "tcp");
+    for (int got = 0; got < lower * ctx->nsocks;) {
+        int fd, ready;
+        tcp_hello_t h;
+        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
+        if (st != RCOLL_OK) {
+            char miss[256];
+            tcp_missing_lower(ctx, use, miss, sizeof(miss));
+            st = rcoll__set_error(st, "tcp: rank %d: only %d of %d "
+                                  "connections from lower ranks arrived; "
+                                  "missing from:%s: %s", r, got,
+                                  lower * ctx->nsocks, miss,
+                                  rcoll_last_error());
+            break;
+        }
+        if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
+            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
+            rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
+            close(fd);
+            continue;
+        }
+        if ((st = tcp_hello_agree(ctx, &h)) != RCOLL_OK) {
+            close(fd);
+            break;
+        }
+        if ((st = tcp_sock_setup(ctx, h.rank, h.idx, fd)) != RCOLL_OK)
+            break;
+        got++;
+    }
+    rcoll_acceptor_fini(acc);
+    free(acc);
+    return st;
+}
+
+/* Connects every socket to every higher peer. */
+static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
+                                         const uint8_t *use,
+                                         const rcoll_sockaddr_t *addrs,
+                                         double deadline)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    char a[128];
+    rcoll_status_t st;
+    for (int peer = r + 1; peer < p->nranks; peer++) {
+        for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
+            int fd;
+            tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
+                             p->chunk_size, p->nslots, 0};
+            /* its listener was up before the address exchange: refused
+             * means it died (1 s covers a full accept queue) */
+            st = rcoll_sock_connect_peer(
+                &addrs[peer], deadline,
+                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
+            if (st == RCOLL_OK) {
+                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
+                                             deadline);
+                if (st != RCOLL_OK)
+                    close(fd);
+            }
+            if (st != RCOLL_OK)
+                return rcoll__set_error(st, "tcp: rank %d cannot connect to "
+                                        "rank %d at %s: %s", r, peer,
+                                        rcoll_sock_addr_str(&addrs[peer], a,
+                                                            sizeof(a)),
+                                        rcoll_last_error());
+            if ((st = tcp_sock_setup(ctx, peer, k, fd)) != RCOLL_OK)
+                return st;
+        }
+    }
+    return RCOLL_OK;
+}
+
+/* Sockets to every peer of this rank: listen and exchange addresses, then
+ * a full mesh among the peers, accepting everything from lower ranks
+ * before connecting to higher ones (no cycle, so no deadlock). */
+static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
+                                     rcoll_tl_ctx_t **ctx_p,
+                                     rcoll_tl_ep_t **eps)
+{
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    rcoll_sockaddr_t *addrs = NULL;
+    rcoll_status_t st;
+    int n = p->nranks, r = p->rank;
+    double deadline = rcoll_time_sec() + p->timeout;
+
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+    ctx->p = *p;
+    ctx->nsocks = rcoll_config.tcp_nsocks;
+    ctx->nbig = p->nslots;
+    ctx->nslots = tcp_window(p->nslots, n, ctx->nsocks);
+    tcp_ring_sizes(p->nslots, n, ctx->nsocks, &ctx->small, &ctx->ring_size);
+    ctx->listen_fd = -1;
+    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    if (!ctx->eps || !addrs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        goto err;
+    }
+    const uint8_t *use = p->pairs + (size_t)r * (size_t)n; /* our peers */
+    int lower = 0;
+    for (int i = 0; i < r; i++)
+        lower += use[i];
+    if ((st = tcp_alloc_eps(ctx, use)) != RCOLL_OK ||
+        (st = tcp_listen_exchange(ctx, addrs)) != RCOLL_OK ||
+        (st = tcp_accept_lower(ctx, use, lower, deadline)) != RCOLL_OK)
+        goto err;
+    /* every lower rank is connected and higher ones are ours to call: the
+     * listener has done its work (left open, a stranger could still
+     * connect to it for the communicator's life) */
+    close(ctx->listen_fd);
+    ctx->listen_fd = -1;
+    if ((st = tcp_connect_higher(ctx, use, addrs, deadline)) != RCOLL_OK)
+        goto err;
+    free(addrs);
+    for (int i = 0; i < n; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    free(addrs);
+    return rcoll_tl_create_failed(ctx, tcp_ctx_destroy, st);
+}
+
+static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason)
+{
+    size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
+    int n = ctx->p.nranks;
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
+
+    /* goodbye (or abort notice) on every open socket, then wait briefly for
+     * the peers to close their side, so no data of ours is cut off */
+    for (int i = 0; ctx->eps && i < n; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            if (s->closed)
+                continue;
+            tcp_wire_t w = {.type = abort ? TCP_ABORT : TCP_BYE};
+            w.hdr.len = abort ? (uint32_t)rlen : 0;
+            /* flush what is queued, then the goodbye */
+            rcoll_sock_set_nonblock(s->fd, 1);
+            while (s->txq_count && !s->closed && rcoll_time_sec() < deadline) {
+                tcp_sock_write(s);
+                if (s->txq_count) {
+                    struct pollfd pf = {.fd = s->fd, .events = POLLOUT};
+                    poll(&pf, 1, 10);
+                }
+            }
+            if (s->closed)
+                continue;
+            if (rcoll_sock_send_all(s->fd, &w, sizeof(w), deadline) != RCOLL_OK ||
+                (w.hdr.len && rcoll_sock_send_all(s->fd, reason, w.hdr.len,
+                                                  deadline) != RCOLL_OK))
+                continue;
+            shutdown(s->fd, SHUT_WR);
+        }
+    }
+    for (int i = 0; ctx->eps && i < n; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            tcp_sock_t *s = &ep->socks[k];
+            if (s->closed)
+                continue;
+            char junk[4096];
+            for (;;) {
+                ssize_t r = recv(s->fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+                    break;
+                if (r > 0)
+                    continue;
+                double left = deadline - rcoll_time_sec();
+                if (left <= 0)
+                    break;
+                struct pollfd pf = {.fd = s->fd, .events = POLLIN};
+                poll(&pf, 1, (int)(left * 1000) + 1);
+            }
+            tcp_sock_close(s);
+        }
+        tcp_ep_free(ep, ctx->nsocks);
+    }
+    if (ctx->listen_fd >= 0)
+        close(ctx->listen_fd);
+    free(ctx->eps);
+    free(ctx);
+}
+
+static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
+                             size_t len)
+{
+    int k = rcoll_config.tcp_nsocks;
+    snprintf(what, len, "%d socket(s) x (%d receive buffers of the chunk "
+             "size + a %u-%u KiB ring for messages up to 4-16 KiB, the "
+             "bigger in smaller communicators, %u KiB per rank in all up to "
+             "17 ranks; malloc, on first use); sends go from the caller's "
+             "buffer", k, nslots,
+             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024,
+             TCP_RING_MUL * (unsigned)nslots * TCP_SMALL_MAX / 1024,
+             TCP_RING_BUDGET / 1024);
+    /* (the ring at its biggest: a bound, over by at most 3 x 64 KiB per
+     * socket in a communicator of more than 5 ranks) */
+    return (size_t)k * (size_t)nslots *
+           (chunk + (size_t)TCP_RING_MUL * TCP_SMALL_MAX);
+}
+
+static int tcp_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "sockets per peer (RCOLL_TCP_NSOCKS), message i on "
+             "socket i mod %d", rcoll_config.tcp_nsocks);
+    return rcoll_config.tcp_nsocks;
+}
+
+static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum[64] = {{0}};
+    int n = RCOLL_MIN(ctx->nsocks, 64), peers = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        peers += ep != NULL;
+        for (int k = 0; ep && k < n; k++)
+            rcoll_lanes_sum(&sum[k], &ep->socks[k].st);
+    }
+    fprintf(f, "rcoll:     %d lanes per peer (sockets), %d peers, %d slots "
+            "per socket, %zu bytes received in place\n", ctx->nsocks, peers,
+            ctx->nslots, (size_t)__atomic_load_n(&ctx->placed_bytes,
+                                                 __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "socket k of every peer", n, sum);
+}
+
+const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
+    .name = "tcp",
+    .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
+    .usable = tcp_usable,
+    .local_only = 0,
+    .ctx_create = tcp_ctx_create,
+    .send = tcp_send,
+    .recv_peek = tcp_recv_peek,
+    .recv_release = tcp_recv_release,
+    .recv_full = tcp_recv_full,
+    .lanes = tcp_lanes,
+    .stats = tcp_stats,
+    .recv_place = tcp_recv_place,
+    .recv_unplace = tcp_recv_unplace,
+    .send_revoke = tcp_send_revoke,
+    .progress = NULL,
+    .idle = tcp_idle,
+    .ctx_destroy = tcp_ctx_destroy,
+    .peer_bytes = tcp_peer_bytes,
+};
