@@ -55,7 +55,7 @@ echo "== ASan + UBSan (build-asan)"
 if build build-asan --enable-asan; then
     (cd build-asan &&
      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     RCOLL_TEST_FILTER='unit|api|matrix, shm, 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
+     RCOLL_TEST_FILTER='unit|protocol|api|matrix, shm, 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
      make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' > "$tmp/asan"
     show asan < "$tmp/asan"
     sum "$tmp/asan"
@@ -94,6 +94,8 @@ if command -v valgrind > /dev/null && [ -x build/tests/test_units ]; then
     vg "unit: reduce kernels" ./libtool --mode=execute $VG tests/test_reduce
     vg "unit: parsers and schedules" ./libtool --mode=execute $VG tests/test_units
     vg "api: arguments and errors" ./libtool --mode=execute $VG tests/test_api
+    vg "protocol: every algorithm against a fake transport" \
+        ./libtool --mode=execute $VG tests/test_protocol 3 5
     vg "collectives, 2 ranks, shm" env RCOLL_TRANSPORTS=shm tools/rcoll-run -n 2 \
         ./libtool --mode=execute $VG tests/test_coll -q -N 0,7,1023,70001
     vg "collectives, 2 ranks, tcp" env RCOLL_TRANSPORTS=tcp tools/rcoll-run -n 2 \

@@ -351,6 +351,10 @@ typedef struct coll_algo {
 extern const coll_algo_t coll_algos[];
 /* Picks the algorithm for this call (RCOLL_ALGO overrides), builds it. */
 rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env);
+/* Builds the call with algorithm a and chunk size chunk (coll_sched_build
+ * after its choice; tests/test_protocol.c runs every algorithm so). */
+rcoll_status_t coll_sched_build_algo(coll_sched_t *s, const coll_env_t *env,
+                                     const coll_algo_t *a, size_t chunk);
 /* The tuner: the cheapest algorithm for this call by the cost model and
  * the chunk size to pipeline it with (coll/tuner.c). */
 const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *env,

@@ -168,7 +168,6 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
         return coll_area_start(s, env);
     if (a && a->build == coll_area_build)
         a = NULL;
-    size_t dts = rcoll_datatype_size(s->dt);
     size_t chunk = env->chunk_size;
     coll_tune_cache_t *tc = env->tune_cache && s->kind < COLL_TUNE_CACHE_N &&
                                     s->kind != COLL_ALLTOALLV
@@ -193,6 +192,13 @@ rcoll_status_t coll_sched_build(coll_sched_t *s, const coll_env_t *env)
     if (!a)
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "no algorithm for %s",
                                 coll_kind_name(s->kind));
+    return coll_sched_build_algo(s, env, a, chunk);
+}
+
+rcoll_status_t coll_sched_build_algo(coll_sched_t *s, const coll_env_t *env,
+                                     const coll_algo_t *a, size_t chunk)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
     s->algo = a->name;
     if (chunk > env->chunk_size || chunk < dts)
         chunk = env->chunk_size;
