@@ -14,7 +14,8 @@
  * or written, no endless loop (libFuzzer's -timeout), a failure reaches the
  * engine with a message, and a send's completion is reported at most once
  * per send. */
-#include "../../src/transport/shm/shm.c"
+#include "../../src/transport/shm/shm_data.c"
+#include "../../src/transport/shm/shm_ctx.c"
 #include "fuzz_common.h"
 
 static int sends_done;

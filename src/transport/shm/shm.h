@@ -1,0 +1,186 @@
+/* The shared-memory transport, for ranks on the same host.
+ *
+ * Every rank creates one POSIX shared-memory segment that holds its receive
+ * rings: one ring per local peer that sends to it. A ring is nslots slots
+ * (message header + chunk_size payload, cache-line aligned) and two
+ * counters on their own cache lines: `head`, written only by the sender
+ * (messages published), and `tail`, written only by the receiver (slots
+ * freed; the credits). Single producer, single consumer: the sender fills
+ * slot head % nslots, then publishes with a release store of head; the
+ * receiver reads head with acquire, uses the slot in place (reductions read
+ * straight out of it) and frees it with a release store of tail.
+ *
+ * Segments are named /rcoll-<pid>-<random>, mapped by every peer, and
+ * unlinked by their creator once a barrier says every peer has mapped them,
+ * so a crash after setup leaves nothing in /dev/shm. A crash during setup
+ * can leave a segment behind; setup removes segments whose creating
+ * process no longer exists.
+ *
+ * Waiting: the engine polls (yielding the CPU) for RCOLL_SPIN_US, then
+ * sleeps in wait() on a futex word in its own segment (the doorbell) after
+ * announcing it (`sleeping`). A sender that publishes, or a receiver that
+ * frees a slot, rings the peer's doorbell only when the peer announced
+ * sleep; seq_cst fences on both sides make the announcement and the ring
+ * counters a Dekker pair, so no wake-up is lost.
+ *
+ * Failures: a peer's death is seen through a pidfd in the engine's epoll
+ * set (readable when the process exits); an abort writes its reason into
+ * the aborting rank's segment header, which peers read in progress().
+ *
+ * shm_data.c holds the data path (sends, receives, single-copy reads,
+ * revokes, waiting and waking, failures of a peer), shm_ctx.c the context
+ * (segments created, mapped, swept and torn down; the ops table). */
+#ifndef RCOLL_SHM_H
+#define RCOLL_SHM_H
+#define _GNU_SOURCE
+#include "transport/transport.h"
+#include "proto/lanes.h"
+#include "util/params.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_CL 64
+#define SHM_MAGIC 0x73686d31U /* "shm1" */
+#define SHM_REASON_MAX 512
+#define SHM_NAME_MAX 64
+#define SHM_BOUNCE (256u << 10)
+#define SHM_MSG_MAX (1u << 30) /* a single-copy message (32-bit lengths) */
+#define SHM_BOUNCE_MIN (16u << 10)
+#define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
+
+enum { SHM_LIVE = 0, SHM_CLOSED = 1, SHM_ABORTED = 2 };
+
+/* The head of a segment. The doorbell line is written by everyone who
+ * wakes the owner; the rest is written by the owner only. */
+typedef struct {
+    uint32_t doorbell;          /* futex word */
+    uint32_t sleeping;          /* the owner may be in futex_wait */
+    char pad0[SHM_CL - 8];
+    uint32_t magic;
+    uint32_t state;             /* SHM_LIVE / CLOSED / ABORTED */
+    int32_t rank;
+    int32_t pid;
+    uint64_t probe_addr;        /* &magic in the owner's address space, for
+                                   the single-copy probe */
+    uint64_t chunk_size;
+    uint32_t nslots;
+    uint32_t nrings;
+    uint64_t area_off;          /* the shared area (RCOLL_SHM_AREA): offset */
+    uint64_t area_len;          /* and length; 0: none */
+    char reason[SHM_REASON_MAX];
+} __attribute__((aligned(SHM_CL))) shm_seg_hdr_t;
+
+typedef struct {
+    uint64_t head;              /* sender: messages published */
+    char pad0[SHM_CL - 8];
+    uint64_t tail;              /* receiver: messages consumed */
+    uint32_t cma_ok;            /* receiver: it can read the sender's memory
+                                   (process_vm_readv worked at setup) */
+    char pad1[SHM_CL - 12];
+} shm_ring_ctl_t;
+
+/* A slot's first cache line: the message header, and where the payload is
+ * when it stayed in the sender's memory (single copy). */
+typedef struct {
+    rcoll_msg_hdr_t hdr;
+    uint64_t cma_addr;          /* sender's address; 0: payload in the slot */
+    uint32_t revoked;           /* sender: the single-copy message's
+                                   operation failed and its memory is the
+                                   caller's again (shm_send_revoke); the
+                                   receiver checks after reading */
+    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 12];
+} shm_slot_hdr_t;
+
+typedef struct shm_ep {
+    struct rcoll_tl_ctx *ctx;
+    int peer;
+    char *peer_base;            /* the peer's segment, mapped */
+    size_t peer_len;
+    shm_seg_hdr_t *peer_hdr;
+    shm_ring_ctl_t *tx;         /* our ring in the peer's segment */
+    char *tx_slots;
+    shm_ring_ctl_t *rx;         /* the peer's ring in our segment */
+    char *rx_slots;
+    uint64_t tx_head, tx_tail_seen;
+    void **tx_cookie;           /* by slot: a single-copy send's cookie,
+                                   done when the receiver frees the slot */
+    uint64_t tx_done;           /* slots whose completion was handled */
+    int cma_tx;                 /* the peer can read our memory */
+    pid_t pid;
+    uint64_t rx_tail, rx_head_seen;
+    /* the peeked slot's header and single-copy address, copied out of the
+     * shared segment: the engine checks and uses this copy, so a peer that
+     * rewrote the slot meanwhile cannot make recv_copy overrun */
+    rcoll_msg_hdr_t rx_hdr;
+    uint64_t rx_cma_addr;
+    uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
+    uint32_t wake_state;
+    rcoll_area_ctl_t *area;     /* the peer's shared area, or NULL */
+    size_t area_len;
+    uint64_t wake_posted, wake_done;
+    int pidfd;
+    rcoll_ev_handler_t h;
+    int dead;                   /* its process exited */
+    int failed;                 /* reported to the engine */
+    char fail_msg[1024];
+    rcoll_lane_stats_t st;      /* the one lane: this ring pair */
+} shm_ep_t;
+
+struct rcoll_tl_ctx {
+    rcoll_tl_params_t p;
+    char name[SHM_NAME_MAX];
+    int named;                  /* our segment still has its name */
+    char *base;                 /* our segment */
+    size_t len;
+    shm_seg_hdr_t *hdr;
+    size_t slot_size;
+    size_t cma_min;             /* single copy from this many bytes */
+    size_t cma_max;             /* and for transfers up to this many */
+    size_t rndv_min;            /* whole transfers from this many bytes */
+    char *bounce;               /* SHM_BOUNCE bytes: misaligned reads */
+    shm_ep_t **eps;             /* by rank; NULL if not ours */
+    int npeers;
+    uint8_t *pairs;             /* copy of p.pairs */
+    uint64_t sent_single;       /* messages sent for the peer to read from
+                                   our memory (single copy) */
+    uint64_t read_bytes;        /* bytes read from peers' memory */
+};
+
+
+/* shm_data.c, for shm_ctx.c */
+int shm_futex(uint32_t *uaddr, int op, uint32_t val,
+              const struct timespec *ts);
+size_t shm_ring_bytes(size_t slot_size, int nslots);
+int shm_ring_index(const rcoll_tl_params_t *p, int r, int s);
+void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events);
+rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, void *cookie, int flags,
+                        size_t xfer);
+rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
+                             const rcoll_msg_hdr_t **hdr,
+                             const void **payload);
+rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst);
+void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
+                     const char *why);
+void shm_recv_release(rcoll_tl_ep_t *tep);
+int shm_recv_full(rcoll_tl_ep_t *tep);
+int shm_progress(rcoll_tl_ctx_t *ctx);
+void *shm_area(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
+void shm_area_wake(rcoll_tl_ctx_t *ctx);
+void shm_wait(rcoll_tl_ctx_t *ctx, int ms);
+void shm_kick(rcoll_tl_ctx_t *ctx);
+
+#endif

@@ -1,0 +1,420 @@
+/* The shared-memory transport's context (shm.h): segments created,
+ * mapped by the peers, swept when stale, torn down; lanes, counters and
+ * the ops table. */
+#include "transport/shm/shm.h"
+
+static int shm_usable(char *why, size_t len)
+{
+    struct stat sb;
+    if (stat("/dev/shm", &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(why, len, "/dev/shm is missing");
+        return 0;
+    }
+    return 1;
+}
+
+/* The PID namespace of this process (the inode of /proc/self/ns/pid), or
+ * 0 if it cannot be read. Segment names carry it: a PID means something
+ * only in its own namespace, and containers that share /dev/shm (hostIPC,
+ * one pod) have different ones. */
+static unsigned long shm_pidns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino
+                                               : 0;
+}
+
+/* Removes segments that a crashed process left behind:
+ * /rcoll-n<pidns>-<pid>-* of our own PID namespace whose process is gone.
+ * Segments of other namespaces (other containers on this /dev/shm) and
+ * names without a namespace are never judged: kill(pid, 0) says nothing
+ * about a PID of another namespace, and judging them once unlinked live
+ * segments of jobs in other containers during their setup. */
+static void shm_sweep_stale(unsigned long ns)
+{
+    DIR *d = ns ? opendir("/dev/shm") : NULL;
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        int pid;
+        unsigned long their;
+        char name[SHM_NAME_MAX + 2];
+        if (sscanf(e->d_name, "rcoll-n%lu-%d-", &their, &pid) != 2 ||
+            pid <= 0 || their != ns)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(name, sizeof(name), "/%.*s", SHM_NAME_MAX - 1, e->d_name);
+        if (shm_unlink(name) == 0)
+            rcoll_info(RCOLL_SUBSYS_INIT, "shm: removed %s, left by a "
+                       "process that no longer exists", name);
+    }
+    closedir(d);
+}
+
+/* ---- setup and teardown ---- */
+
+typedef struct {
+    char name[SHM_NAME_MAX];
+} shm_addr_t;
+
+static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason);
+
+static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
+                                   const char *name)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    shm_ep_t *ep = ctx->eps[peer];
+    struct stat sb;
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot open "
+                                "rank %d's segment %s: %s", p->rank, peer,
+                                name, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d: fstat of rank %d's segment %s: %s", p->rank, peer, name,
+                                strerror(errno));
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map rank %d's segment %s: %s", p->rank, peer, name,
+                                strerror(errno));
+    ep->peer_base = m;
+    ep->peer_len = (size_t)sb.st_size;
+    ep->peer_hdr = m;
+    if (ep->peer_hdr->magic != SHM_MAGIC ||
+        ep->peer_hdr->rank != peer ||
+        ep->peer_hdr->chunk_size != p->chunk_size ||
+        ep->peer_hdr->nslots != (uint32_t)p->nslots)
+        return rcoll__set_error(
+            RCOLL_ERR_INVALID_ARGUMENT,
+            "shm: rank %d and rank %d disagree on RCOLL_CHUNK_SIZE (%zu vs "
+            "%llu) or RCOLL_NSLOTS (%d vs %u): set them the same on every "
+            "rank", p->rank, peer, p->chunk_size,
+            (unsigned long long)ep->peer_hdr->chunk_size, p->nslots,
+            ep->peer_hdr->nslots);
+    size_t rb = shm_ring_bytes(ctx->slot_size, p->nslots);
+    size_t off = sizeof(shm_seg_hdr_t) +
+                 (size_t)shm_ring_index(p, peer, p->rank) * rb;
+    if (off + rb > ep->peer_len)
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL, "shm: rank %d's segment "
+                                "is too small (%zu bytes)", peer,
+                                ep->peer_len);
+    ep->tx = (shm_ring_ctl_t *)(ep->peer_base + off);
+    ep->tx_slots = (char *)(ep->tx + 1);
+    if (ep->peer_hdr->area_len &&
+        ep->peer_hdr->area_off + ep->peer_hdr->area_len <= ep->peer_len &&
+        ep->peer_hdr->area_off % SHM_CL == 0) {
+        ep->area = (rcoll_area_ctl_t *)(ep->peer_base +
+                                        ep->peer_hdr->area_off);
+        ep->area_len = ep->peer_hdr->area_len;
+    }
+    off = sizeof(shm_seg_hdr_t) + (size_t)shm_ring_index(p, p->rank, peer) * rb;
+    ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
+    ep->rx_slots = (char *)(ep->rx + 1);
+    ep->pid = (pid_t)p->bs->peers[peer].pid;
+    ep->tx_cookie = calloc((size_t)p->nslots, sizeof(void *));
+    if (!ep->tx_cookie)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+
+    /* Can we read its memory (same pid namespace, ptrace allowed)? Read
+     * its segment's magic where it has it mapped; tell it through our
+     * ring's cma_ok. */
+    if (ctx->cma_min || ctx->rndv_min) {
+        uint32_t v = 0;
+        struct iovec l = {&v, sizeof(v)};
+        struct iovec rm = {(void *)(uintptr_t)ep->peer_hdr->probe_addr,
+                           sizeof(v)};
+        int ok = process_vm_readv(ep->pid, &l, 1, &rm, 1, 0) ==
+                     (ssize_t)sizeof(v) && v == SHM_MAGIC;
+        if (!ok)
+            rcoll_info(RCOLL_SUBSYS_INIT, "shm: rank %d cannot read rank "
+                       "%d's memory (%s): copies through the slots only",
+                       p->rank, peer, strerror(errno));
+        __atomic_store_n(&ep->rx->cma_ok, (uint32_t)ok, __ATOMIC_RELEASE);
+    }
+
+    /* its death becomes an epoll event */
+    ep->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->bs->peers[peer].pid, 0);
+    if (ep->pidfd >= 0) {
+        ep->h.cb = shm_pidfd_event;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ep->h};
+        if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
+            close(ep->pidfd);
+            ep->pidfd = -1;
+        }
+    }
+    if (ep->pidfd < 0)
+        rcoll_warn("shm: rank %d cannot watch rank %d (pid %d): %s; its "
+                   "death will show only as RCOLL_TIMEOUT", p->rank, peer,
+                   p->bs->peers[peer].pid, strerror(errno));
+    return RCOLL_OK;
+}
+
+/* This rank's segment: its header, a ring per local peer and the shared
+ * area, reserved in /dev/shm now (a full /dev/shm is an error here, not a
+ * SIGBUS in the middle of a collective) and mapped; its name in `name`. */
+static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
+                                         size_t name_len)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    int r = p->rank;
+    uint8_t rnd[8];
+    char hex[17];
+    unsigned long ns = shm_pidns();
+    rcoll_status_t st;
+    shm_sweep_stale(ns);
+    if ((st = rcoll_random_bytes(rnd, sizeof(rnd))) != RCOLL_OK)
+        return st;
+    rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
+    snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
+             (int)getpid(), hex);
+    ctx->len = sizeof(shm_seg_hdr_t) +
+               (size_t)ctx->npeers * shm_ring_bytes(ctx->slot_size, p->nslots);
+    /* the shared area, after the rings (coll/area.c) */
+    size_t area_off = SHM_ALIGN(ctx->len);
+    size_t area_len = rcoll_config.shm_area
+                          ? RCOLL_AREA_LEN(rcoll_config.shm_area)
+                          : 0;
+    if (area_len)
+        ctx->len = area_off + area_len;
+    int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create "
+                                "its segment %s: %s", r, ctx->name,
+                                strerror(errno));
+    ctx->named = 1;
+    int rc = posix_fallocate(fd, 0, (off_t)ctx->len);
+    if (rc != 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: cannot reserve "
+                                "%zu bytes in /dev/shm for %s: %s (lower "
+                                "RCOLL_CHUNK_SIZE or RCOLL_NSLOTS, or set "
+                                "RCOLL_TRANSPORTS=^shm)", ctx->len,
+                                ctx->name, strerror(rc));
+    }
+    void *m = mmap(NULL, ctx->len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map "
+                                "its segment %s: %s", r, ctx->name,
+                                strerror(errno));
+    ctx->base = m;
+    ctx->hdr = m;
+    ctx->hdr->rank = r;
+    ctx->hdr->pid = (int32_t)getpid();
+    ctx->hdr->probe_addr = (uint64_t)(uintptr_t)&ctx->hdr->magic;
+    ctx->hdr->chunk_size = p->chunk_size;
+    ctx->hdr->nslots = (uint32_t)p->nslots;
+    ctx->hdr->nrings = (uint32_t)ctx->npeers;
+    ctx->hdr->area_off = area_len ? area_off : 0;
+    ctx->hdr->area_len = area_len;
+    ctx->hdr->state = SHM_LIVE;
+    __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+    snprintf(name, name_len, "%s", ctx->name);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
+                                     rcoll_tl_ctx_t **ctx_p,
+                                     rcoll_tl_ep_t **eps)
+{
+    struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
+    shm_addr_t *addrs = NULL;
+    rcoll_status_t st;
+    int n = p->nranks, r = p->rank;
+    const uint8_t *use = p->pairs + (size_t)r * (size_t)n;
+
+    if (!ctx)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+    ctx->p = *p;
+    ctx->pairs = malloc((size_t)n * (size_t)n);
+    if (ctx->pairs) {
+        memcpy(ctx->pairs, p->pairs, (size_t)n * (size_t)n);
+        ctx->p.pairs = ctx->pairs; /* the caller's copy goes away */
+    }
+    ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
+    ctx->cma_min = rcoll_config.shm_cma_min;
+    ctx->cma_max = rcoll_config.shm_cma_max;
+    ctx->rndv_min = rcoll_config.shm_rndv_min;
+    ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    if (!ctx->eps || !addrs || !ctx->pairs) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+        goto err;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == r || !use[i])
+            continue;
+        shm_ep_t *ep = calloc(1, sizeof(*ep));
+        if (!ep) {
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+            goto err;
+        }
+        ep->ctx = ctx;
+        ep->peer = i;
+        ep->pidfd = -1;
+        ctx->eps[i] = ep;
+        ctx->npeers++;
+    }
+    if (ctx->npeers &&
+        (st = shm_segment_create(ctx, addrs[r].name, sizeof(addrs[r].name))) !=
+            RCOLL_OK)
+        goto err;
+    /* every rank takes part: setup is collective */
+    st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs));
+    if (st != RCOLL_OK)
+        goto err;
+    for (int i = 0; i < n; i++) {
+        if (!ctx->eps[i])
+            continue;
+        addrs[i].name[SHM_NAME_MAX - 1] = '\0';
+        if ((st = shm_map_peer(ctx, i, addrs[i].name)) != RCOLL_OK)
+            goto err;
+    }
+    /* everyone has mapped everything (and probed single copy): the names
+     * can go */
+    st = rcoll_bootstrap_barrier(p->bs);
+    if (st != RCOLL_OK)
+        goto err;
+    for (int i = 0; i < n; i++)
+        if (ctx->eps[i])
+            ctx->eps[i]->cma_tx = (int)__atomic_load_n(
+                &ctx->eps[i]->tx->cma_ok, __ATOMIC_ACQUIRE);
+    if (ctx->named) {
+        shm_unlink(ctx->name);
+        ctx->named = 0;
+    }
+    rcoll_debug(RCOLL_SUBSYS_NET, "shm: rank %d: %d local peers, segment "
+                "%zu bytes", r, ctx->npeers, ctx->len);
+    free(addrs);
+    for (int i = 0; i < n; i++)
+        eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    *ctx_p = ctx;
+    return RCOLL_OK;
+err:
+    free(addrs);
+    return rcoll_tl_create_failed(ctx, shm_ctx_destroy, st);
+}
+
+static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
+                            const char *reason)
+{
+    int n = ctx->p.nranks;
+    if (ctx->hdr) {
+        if (abort && reason)
+            snprintf(ctx->hdr->reason, sizeof(ctx->hdr->reason), "%s",
+                     reason);
+        __atomic_store_n(&ctx->hdr->state, abort ? SHM_ABORTED : SHM_CLOSED,
+                         __ATOMIC_RELEASE);
+    }
+    for (int i = 0; ctx->eps && i < n; i++) {
+        shm_ep_t *ep = ctx->eps[i];
+        if (!ep)
+            continue;
+        if (ep->peer_hdr) {
+            /* wake it so it sees our state now */
+            __atomic_fetch_add(&ep->peer_hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+            shm_futex(&ep->peer_hdr->doorbell, FUTEX_WAKE, 1, NULL);
+            munmap(ep->peer_base, ep->peer_len);
+        }
+        if (ep->pidfd >= 0) {
+            if (!ep->dead)
+                epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+            close(ep->pidfd);
+        }
+        free(ep->tx_cookie);
+        free(ep);
+    }
+    if (ctx->named)
+        shm_unlink(ctx->name);
+    if (ctx->base)
+        munmap(ctx->base, ctx->len);
+    free(ctx->eps);
+    free(ctx->pairs);
+    free(ctx->bounce);
+    free(ctx);
+}
+
+/* A whole transfer the receiver only copies goes as one message when the
+ * receiver can read our memory: it fetches the payload straight into its
+ * destination (process_vm_readv), so no slot holds it and a message may be
+ * larger than a slot. */
+static size_t shm_max_msg(rcoll_tl_ep_t *tep, size_t len, int flags)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (!ep->cma_tx || !ctx->rndv_min || len < ctx->rndv_min ||
+        (flags & (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES)) !=
+            (RCOLL_TL_WHOLE | RCOLL_TL_PEER_COPIES))
+        return ctx->p.chunk_size;
+    return SHM_MSG_MAX;
+}
+
+static size_t shm_peer_bytes(size_t chunk, int nslots, char *what,
+                             size_t len)
+{
+    snprintf(what, len, "a receive ring of %d slots in this rank's "
+             "/dev/shm segment (the peer maps it too: shared, not copied)",
+             nslots);
+    return shm_ring_bytes(SHM_CL + SHM_ALIGN(chunk), nslots);
+}
+
+static int shm_lanes(char *what, size_t len)
+{
+    snprintf(what, len, "ring of slots per peer and direction in shared "
+             "memory; whole transfers the receiver only copies are read "
+             "from the sender's memory (process_vm_readv)");
+    return 1;
+}
+
+static void shm_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    rcoll_lane_stats_t sum = {0};
+    int single = 0;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
+        if (ctx->eps[i]) {
+            rcoll_lanes_sum(&sum, &ctx->eps[i]->st);
+            single += ctx->eps[i]->cma_tx;
+        }
+    fprintf(f, "rcoll:     1 lane per peer (a ring of %d slots), %d peers, "
+            "%d of them read our memory (single copy); %llu messages sent "
+            "for single copy, %llu bytes read from peers' memory\n",
+            ctx->p.nslots, ctx->npeers, single,
+            (unsigned long long)__atomic_load_n(&ctx->sent_single,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->read_bytes,
+                                                __ATOMIC_RELAXED));
+    rcoll_lanes_print(f, "every peer's ring", 1, &sum);
+}
+
+const rcoll_tl_ops_t rcoll_tl_shm_ops = {
+    .name = "shm",
+    .doc = "shared memory between ranks of one host (POSIX segments, "
+           "lock-free rings, futex wake-ups)",
+    .usable = shm_usable,
+    .local_only = 1,
+    .ctx_create = shm_ctx_create,
+    .send = shm_send,
+    .recv_peek = shm_recv_peek,
+    .recv_copy = shm_recv_copy,
+    .recv_release = shm_recv_release,
+    .send_revoke = shm_send_revoke,
+    .recv_full = shm_recv_full,
+    .lanes = shm_lanes,
+    .stats = shm_stats,
+    .progress = shm_progress,
+    .wait = shm_wait,
+    .kick = shm_kick,
+    .ctx_destroy = shm_ctx_destroy,
+    .peer_bytes = shm_peer_bytes,
+    .max_msg = shm_max_msg,
+    .area = shm_area,
+    .area_wake = shm_area_wake,
+};
