@@ -12,6 +12,7 @@
  * (conn_data_check) are what is fuzzed */
 #include "../../src/transport/ib/ib_mem.c"
 #include "../../src/transport/ib/ib_data.c"
+#include "../../src/transport/ib/ib_fail.c"
 #include "../../src/transport/ib/ib_dev.c"
 #include "../../src/transport/ib/ib_conn.c"
 #include "../../src/transport/ib/ib_ctx.c"

@@ -130,6 +130,8 @@ typedef struct {
     unsigned char *rx_flag;   /* by slot: SLOT_* */
     int bye, aborted;         /* what the peer said on this QP */
     int told, seen;           /* our abort went on it; the peer has it */
+    char fatal[192];          /* an asynchronous event failed it: ended
+                                 once what came before is polled */
     uint32_t words[8];        /* the last signal words received, and */
     uint64_t nwords;          /* how many: a protocol error shows them */
     /* send side */
@@ -198,6 +200,12 @@ struct rcoll_tl_ctx {
     int cqe;                  /* the CQ's entries */
     int cq_used;              /* work requests posted, not yet completed:
                                  posting stays within cqe (ib_cq_room) */
+    /* completions polled, not yet handled: a batch handled from the
+     * context, so that a call back into ib_poll from a handler goes on
+     * with the same batch, in order, before it polls more */
+    struct ibv_wc wc[32];
+    int wc_n, wc_i;
+    int nfatal;               /* QPs with `fatal` set (ib_progress) */
     struct ib_async_dev *adev; /* the device's asynchronous events */
     unsigned async_seen;      /* how many of them this context handled */
     rcoll_ev_handler_t async_h;
@@ -257,13 +265,10 @@ void ib_cq_posted(ib_qp_t *q, int n);
 void ib_cq_forget(ib_qp_t *q);
 int ib_post_recv(ib_qp_t *q, int i);
 int ib_post_note(ib_qp_t *q, uint32_t word);
-void ib_qp_ended(ib_qp_t *q, const char *why);
 int ib_poll(struct rcoll_tl_ctx *ctx);
 int ib_progress(rcoll_tl_ctx_t *ctx);
 void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events);
 int ib_idle(rcoll_tl_ctx_t *ctx);
-rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx);
-void ib_async_detach(struct rcoll_tl_ctx *ctx);
 rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                        const void *payload, void *cookie, int flags,
                        size_t xfer);
@@ -288,5 +293,20 @@ uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
 int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h);
 void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
 rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+
+/* ---- ib_fail.c ---- */
+/* Fails a peer once (the first cause is kept) and tells the engine. */
+void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The error for a call on a failed peer. */
+rcoll_status_t ib_ep_error(ib_ep_t *ep);
+/* A QP ended (error, flush or disconnect): its peer fails, with the port's
+ * state or the device's event as the cause where there is one. */
+void ib_qp_ended(ib_qp_t *q, const char *why);
+/* The device's asynchronous events that concern this context (the
+ * engine's turn), and its membership of the device's shared log. */
+void ib_async_take(struct rcoll_tl_ctx *ctx);
+rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx);
+void ib_async_detach(struct rcoll_tl_ctx *ctx);
 
 #endif

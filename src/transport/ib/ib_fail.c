@@ -1,0 +1,279 @@
+/* The verbs transport's failures (ib.h): a peer failed with its cause,
+ * a queue pair that ended (error, flush, disconnect) told apart from a
+ * port gone down, and the devices' asynchronous events, shared by every
+ * communicator on a device. */
+#include "transport/ib/ib.h"
+
+/* ---- failures ---- */
+
+void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    char what[512];
+    va_list ap;
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (ep->aborted)
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
+                 "aborted the communicator%s%s", ep->peer, pi->hostname,
+                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
+    else
+        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
+                 "ib: %s", ep->peer, pi->hostname, pi->pid, what);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
+                           ep->fail_msg);
+}
+
+rcoll_status_t ib_ep_error(ib_ep_t *ep)
+{
+    ib_ep_fail(ep, "connection ended");
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+}
+
+/* ---- asynchronous events ---- */
+
+/* A device's asynchronous events (a port gone down, a CQ overrun, a queue
+ * pair in error) come through its context's async fd. rdma_cm opens each
+ * device once per process, so every communicator on it shares that fd:
+ * whichever engine finds events there reads them into the device's log
+ * (under ib_async_lock), and every context takes what is new for it in
+ * its own turn (ib_async_take: an atomic load per turn when nothing
+ * happened). */
+#define IB_ASYNC_LOG 64
+#define IB_ASYNC_DEVS 16
+typedef struct {
+    enum ibv_event_type type;
+    int port;
+    const void *obj; /* the QP or CQ it names (compared, never used) */
+} ib_async_ev_t;
+typedef struct ib_async_dev {
+    struct ibv_context *verbs;
+    int users;
+    unsigned gen; /* events logged */
+    ib_async_ev_t log[IB_ASYNC_LOG];
+} ib_async_dev_t;
+static ib_async_dev_t ib_adevs[IB_ASYNC_DEVS];
+static pthread_mutex_t ib_async_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Reads the events waiting on the device's fd into its log. */
+static void ib_async_read(ib_async_dev_t *d)
+{
+    pthread_mutex_lock(&ib_async_lock);
+    struct pollfd pf = {.fd = d->verbs->async_fd, .events = POLLIN};
+    struct ibv_async_event ev;
+    /* (the fd stays blocking: other users of the shared context may rely
+     * on it; poll says an event is there before it is read) */
+    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) &&
+           ibv_get_async_event(d->verbs, &ev) == 0) {
+        ib_async_ev_t *e = &d->log[d->gen % IB_ASYNC_LOG];
+        e->type = ev.event_type;
+        e->port = 0;
+        e->obj = NULL;
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_GID_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+            e->port = ev.element.port_num;
+            break;
+        case IBV_EVENT_CQ_ERR:
+            e->obj = ev.element.cq;
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            e->obj = ev.element.qp;
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ev);
+        __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+}
+
+static void ib_fail_all(struct rcoll_tl_ctx *ctx, const char *what)
+{
+    for (int i = 0; i < ctx->p.nranks; i++)
+        if (ctx->eps[i])
+            ib_ep_fail(ctx->eps[i], "%s", what);
+}
+
+/* One event, as it concerns this context: a port of ours down, our CQ
+ * overrun or the device lost fail every peer at once (not at the
+ * deadline); a queue pair of ours in error fails its peer. */
+static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
+{
+    char what[256];
+    const char *name = ibv_event_type_str(e->type);
+    switch (e->type) {
+    case IBV_EVENT_PORT_ERR:
+        if (e->port != ctx->port)
+            return;
+        snprintf(what, sizeof(what), "this rank's device %s port %d went down "
+                 "(asynchronous event %s)", ctx->devname, e->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_DEVICE_FATAL:
+        snprintf(what, sizeof(what), "device %s failed (asynchronous event "
+                 "%s)", ctx->devname, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_CQ_ERR:
+        if (e->obj != ctx->cq)
+            return;
+        snprintf(what, sizeof(what), "device %s port %d: the completion "
+                 "queue overran (asynchronous event %s)", ctx->devname,
+                 ctx->port, name);
+        ib_fail_all(ctx, what);
+        return;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+        /* ended by ib_progress once what arrived before is polled: a
+         * peer that aborts (its reason is a message) and closes may
+         * raise this event before we have polled its last messages */
+        for (int i = 0; i < ctx->nq; i++) {
+            ib_qp_t *q = ctx->qps[i];
+            if (q->qp && (const void *)q->qp == e->obj && !q->ended) {
+                snprintf(q->fatal, sizeof(q->fatal), "device %s port %d: "
+                         "queue pair %d failed (asynchronous event %s)",
+                         ctx->devname, ctx->port, q->idx, name);
+                ctx->nfatal++;
+            }
+        }
+        return;
+    default:
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s: asynchronous event %s"
+                   " (port %d)", ctx->p.rank, ctx->devname, name, e->port);
+        return;
+    }
+}
+
+/* Takes the device's events this context has not seen. */
+void ib_async_take(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = ctx->adev;
+    ib_async_ev_t evs[IB_ASYNC_LOG];
+    if (!d || __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->async_seen)
+        return;
+    pthread_mutex_lock(&ib_async_lock);
+    unsigned n = d->gen - ctx->async_seen, lost = 0;
+    if (n > IB_ASYNC_LOG) {
+        lost = n - IB_ASYNC_LOG;
+        n = IB_ASYNC_LOG;
+    }
+    for (unsigned k = 0; k < n; k++)
+        evs[k] = d->log[(d->gen - n + k) % IB_ASYNC_LOG];
+    ctx->async_seen = d->gen;
+    pthread_mutex_unlock(&ib_async_lock);
+    if (lost)
+        rcoll_warn("ib: rank %d: %u asynchronous events of %s were missed",
+                   ctx->p.rank, lost, ctx->devname);
+    for (unsigned k = 0; k < n; k++)
+        ib_async_handle(ctx, &evs[k]);
+}
+
+static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx,
+                                                     async_h));
+    (void)events;
+    ib_async_read(ctx->adev);
+    ib_async_take(ctx);
+}
+
+/* Joins the device's log and puts its fd in the engine's epoll set. */
+rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
+{
+    ib_async_dev_t *d = NULL;
+    pthread_mutex_lock(&ib_async_lock);
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->verbs)
+            d = &ib_adevs[i];
+    for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
+        if (!ib_adevs[i].users) {
+            d = &ib_adevs[i];
+            d->verbs = ctx->verbs;
+            d->gen = 0;
+        }
+    if (d) {
+        d->users++;
+        ctx->adev = d;
+        ctx->async_seen = d->gen;
+    }
+    pthread_mutex_unlock(&ib_async_lock);
+    if (!d)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: more than %d RDMA "
+                                "devices in use in this process",
+                                IB_ASYNC_DEVS);
+    ctx->async_h.cb = ib_async_event;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->async_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->verbs->async_fd, &e) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl of %s's "
+                                "event fd: %s", ctx->devname, strerror(errno));
+    return RCOLL_OK;
+}
+
+void ib_async_detach(struct rcoll_tl_ctx *ctx)
+{
+    if (!ctx->adev)
+        return;
+    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->verbs->async_fd, NULL);
+    pthread_mutex_lock(&ib_async_lock);
+    if (--ctx->adev->users == 0)
+        ctx->adev->verbs = NULL;
+    pthread_mutex_unlock(&ib_async_lock);
+    ctx->adev = NULL;
+}
+
+
+/* ib_send's steps. A message is one RDMA WRITE of header and payload into
+ * the peer's slot, signalled by its immediate (or a SEND after it), and
+ * for a receive the peer posted in place, a WRITE of the payload into the
+ * peer's buffer before them. */
+
+void ib_qp_ended(ib_qp_t *q, const char *why)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    q->ended = 1;
+    if (q->bye || ctx->closing)
+        return; /* after a goodbye: the peer closed, as it should */
+    if (ep->aborted) {
+        ib_ep_fail(ep, "aborted");
+        return;
+    }
+    /* A port that went down flushes the queue pairs, and their error
+     * completions may come before its event: the device says why first
+     * (ib_async_handle), else the port's state does. */
+    if (ctx->adev) {
+        ib_async_read(ctx->adev);
+        ib_async_take(ctx);
+    }
+    struct ibv_port_attr pa;
+    if (!ep->failed && ibv_query_port(ctx->verbs, ctx->port, &pa) == 0 &&
+        pa.state != IBV_PORT_ACTIVE) {
+        ib_ep_fail(ep, "this rank's device %s port %d went down (port "
+                   "state %s)", ctx->devname, ctx->port,
+                   ibv_port_state_str(pa.state));
+        return;
+    }
+    ib_ep_fail(ep, "%s", why);
+}
