@@ -1,5 +1,7 @@
-/* Bootstrap: root service, rendezvous and the socket ring. */
-#include "bootstrap.h"
+/* Bootstrap per rank: the job id, the rendezvous with the root, and the
+ * socket ring (all-gather, barrier, failure notices). The root service
+ * is boot_root.c. */
+#include "boot_wire.h"
 #include "util/params.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,22 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BOOT_MAGIC   0x72636f6cU /* "rcol" */
-#define BOOT_VERSION 1
-#define HELLO_ROOT   1
-#define HELLO_RING   2
-/* a word before each bootstrap ring block: data follows, or a failure
- * notice (BOOT_NOTICE_LEN bytes) */
-#define BOOT_DATA   0x62646174U /* "bdat" */
-#define BOOT_NOTICE 0x62666c74U /* "bflt" */
-#define BOOT_NOTICE_LEN 256
-
-typedef struct {
-    uint32_t purpose;
-    int32_t rank;
-    int32_t nranks;
-    uint32_t info_size;
-} boot_hello_t;
 
 void rcoll_boot_id_pack(const rcoll_sockaddr_t *addr, const uint8_t secret[16],
                         rcoll_unique_id_t *id)
@@ -93,378 +79,6 @@ uint64_t rcoll_host_hash(void)
         strncat(buf, ns, sizeof(buf) - strlen(buf) - 1);
     }
     return rcoll_siphash(key, buf, strlen(buf));
-}
-
-/* ---- root service ---- */
-
-typedef struct {
-    int listen_fd;
-    uint8_t secret[16];
-    double timeout;
-} root_args_t;
-
-rcoll_status_t rcoll_boot_table_check(rcoll_boot_peer_t *peers, int nranks)
-{
-    for (int i = 0; i < nranks; i++) {
-        rcoll_boot_peer_t *p = &peers[i];
-        /* hostnames are printed in every error message */
-        p->hostname[sizeof(p->hostname) - 1] = '\0';
-        if (p->rank != i ||
-            (p->boot_addr.sa.sa_family != AF_INET &&
-             p->boot_addr.sa.sa_family != AF_INET6))
-            return rcoll__set_error(RCOLL_ERR_PROTOCOL, "bootstrap: bad "
-                                    "rendezvous table: entry %d says rank "
-                                    "%d, address family %d", i, (int)p->rank,
-                                    (int)p->boot_addr.sa.sa_family);
-    }
-    return RCOLL_OK;
-}
-
-/* The root's answer to each joined rank: a status word, then the table
- * (status 0) or a failure notice naming the rank(s) at fault. */
-typedef struct {
-    uint32_t magic;
-    int32_t status;     /* 0 or an rcoll_status_t */
-} boot_answer_t;
-
-/* The last root of this process that gave up, by its port: a rank of
- * this process that comes too late to be told (the listener is closed)
- * reads the reason here instead of "connection refused". */
-static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
-static rcoll_sockaddr_t failed_addr; /* family 0: none */
-static rcoll_status_t failed_st;
-static char failed_msg[BOOT_NOTICE_LEN];
-
-static rcoll_sockaddr_t fd_addr(int fd)
-{
-    rcoll_sockaddr_t a;
-    socklen_t l = sizeof(a);
-    memset(&a, 0, sizeof(a));
-    if (getsockname(fd, &a.sa, &l) != 0)
-        a.sa.sa_family = 0;
-    return a;
-}
-
-static int same_addr(const rcoll_sockaddr_t *x, const rcoll_sockaddr_t *y)
-{
-    if (x->sa.sa_family != y->sa.sa_family || x->sa.sa_family == 0)
-        return 0;
-    if (x->sa.sa_family == AF_INET)
-        return x->sin.sin_port == y->sin.sin_port &&
-               x->sin.sin_addr.s_addr == y->sin.sin_addr.s_addr;
-    return x->sin6.sin6_port == y->sin6.sin6_port &&
-           !memcmp(&x->sin6.sin6_addr, &y->sin6.sin6_addr, 16);
-}
-
-static void root_record(const rcoll_sockaddr_t *addr, rcoll_status_t st,
-                        const char *msg)
-{
-    pthread_mutex_lock(&failed_lock);
-    failed_addr = *addr;
-    failed_st = st;
-    snprintf(failed_msg, sizeof(failed_msg), "%s", msg ? msg : "");
-    pthread_mutex_unlock(&failed_lock);
-}
-
-static int root_gave_up(const rcoll_sockaddr_t *root)
-{
-    pthread_mutex_lock(&failed_lock);
-    int r = same_addr(&failed_addr, root);
-    pthread_mutex_unlock(&failed_lock);
-    return r;
-}
-
-static void root_fail(int nranks, const int *fds, rcoll_status_t st,
-                      const char *msg, double deadline)
-{
-    boot_answer_t a = {BOOT_MAGIC, (int32_t)st};
-    char notice[BOOT_NOTICE_LEN] = {0};
-    snprintf(notice, sizeof(notice), "%s", msg);
-    rcoll_warn("bootstrap root: %s", msg);
-    for (int i = 0; i < nranks; i++)
-        if (fds[i] >= 0 &&
-            rcoll_sock_send_all(fds[i], &a, sizeof(a), deadline) == RCOLL_OK)
-            rcoll_sock_send_all(fds[i], notice, sizeof(notice), deadline);
-}
-
-/* After giving up: ranks still in their handshake (or arriving in the
- * next 2.5 s: a loaded host starts them late) are told too, instead of
- * finding the door shut. */
-static void root_fail_late(rcoll_acceptor_t *acc, rcoll_status_t st,
-                           const char *msg, uint32_t info_size)
-{
-    double dl = rcoll_time_sec() + 2.5;
-    for (;;) {
-        int fd, ready;
-        boot_hello_t h;
-        if (rcoll_acceptor_next(acc, dl, &h, &fd, NULL, 0, &ready) !=
-            RCOLL_OK)
-            return;
-        char *info = info_size && info_size <= 4096 ? malloc(info_size) : NULL;
-        if (h.purpose == HELLO_ROOT && info &&
-            h.info_size == info_size &&
-            rcoll_sock_recv_all(fd, info, info_size, dl) == RCOLL_OK) {
-            int tmp = fd;
-            root_fail(1, &tmp, st, msg, dl);
-        }
-        free(info);
-        close(fd);
-    }
-}
-
-/* "rank 3 (host pid 42)" from a joined rank's info, when it is a peer
- * record */
-static void root_who(char *buf, size_t len, int r, const char *info,
-                     uint32_t info_size)
-{
-    if (info_size == sizeof(rcoll_boot_peer_t)) {
-        rcoll_boot_peer_t p;
-        memcpy(&p, info, sizeof(p));
-        p.hostname[sizeof(p.hostname) - 1] = '\0';
-        snprintf(buf, len, "rank %d (%s pid %d)", r, p.hostname, (int)p.pid);
-    } else {
-        snprintf(buf, len, "rank %d", r);
-    }
-}
-
-/* Root threads still running in this process. A rank that fails its
- * rendezvous waits (briefly) for them before returning: its caller may
- * exit at once, which would cut the notices still going to other ranks. */
-static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t roots_cond;
-static pthread_once_t roots_once = PTHREAD_ONCE_INIT;
-static int roots_running;
-
-/* roots_cond waits on CLOCK_MONOTONIC: a step of the wall clock must not
- * stretch or cut the bound */
-static void roots_cond_init(void)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&roots_cond, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-static void roots_wait(double secs)
-{
-    struct timespec ts;
-    pthread_once(&roots_once, roots_cond_init);
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)secs;
-    pthread_mutex_lock(&roots_lock);
-    while (roots_running > 0 &&
-           pthread_cond_timedwait(&roots_cond, &roots_lock, &ts) == 0)
-        ;
-    pthread_mutex_unlock(&roots_lock);
-}
-
-/* What the root knows of the ranks that joined so far. */
-typedef struct {
-    int nranks;          /* -1 until the first hello */
-    int joined;
-    uint32_t info_size;  /* bytes of each rank's entry */
-    int *fds;            /* by rank, -1 until it joined */
-    char *infos;         /* by rank, the entries */
-    int *watch, *watch_rank; /* the joined ranks' fds, for the acceptor */
-} root_state_t;
-
-/* The ranks that did not join (the first 8) after a timeout. */
-static void root_missing_msg(const root_state_t *rs, double timeout,
-                             char *msg, size_t len)
-{
-    int off = snprintf(msg, len, "bootstrap: %d of %d ranks joined within "
-                       "RCOLL_TIMEOUT (%g s); missing:", rs->joined,
-                       rs->nranks, timeout);
-    for (int i = 0, k = 0; i < rs->nranks && off < (int)len; i++)
-        if (rs->fds[i] < 0) {
-            if (k++ == 8) {
-                snprintf(msg + off, len - (size_t)off, " ...");
-                break;
-            }
-            off += snprintf(msg + off, len - (size_t)off, " rank %d", i);
-        }
-    if (off < (int)len)
-        snprintf(msg + off, len - (size_t)off, " (not started, died, or a "
-                 "different RCOLL_ROOT/size)");
-}
-
-/* Takes a rendezvous hello on fd: 0 when the rank joined, -1 when the
- * connection was dropped, -2 when out of memory. */
-static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
-                      double deadline)
-{
-    if (h->purpose != HELLO_ROOT) {
-        rcoll_warn("bootstrap root: dropped a connection: not a rendezvous "
-                   "hello");
-        close(fd);
-        return -1;
-    }
-    if (rs->nranks < 0) {
-        if (h->nranks < 1 || h->nranks > (1 << 20) || h->info_size == 0 ||
-            h->info_size > 4096) {
-            close(fd);
-            return -1;
-        }
-        rs->nranks = h->nranks;
-        rs->info_size = h->info_size;
-        rs->fds = malloc((size_t)rs->nranks * sizeof(int));
-        for (int i = 0; rs->fds && i < rs->nranks; i++)
-            rs->fds[i] = -1; /* before anything can fail: the cleanup reads it */
-        rs->infos = calloc((size_t)rs->nranks, rs->info_size);
-        rs->watch = calloc((size_t)rs->nranks, sizeof(int));
-        rs->watch_rank = calloc((size_t)rs->nranks, sizeof(int));
-        if (!rs->fds || !rs->infos || !rs->watch || !rs->watch_rank) {
-            close(fd);
-            return -2;
-        }
-    }
-    if (h->nranks != rs->nranks || h->info_size != rs->info_size ||
-        h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] >= 0) {
-        rcoll_warn("bootstrap root: rank %d says nranks %d (expected %d) or "
-                   "joined twice; dropped", h->rank, h->nranks, rs->nranks);
-        close(fd);
-        return -1;
-    }
-    if (rcoll_sock_recv_all(fd, rs->infos + (size_t)h->rank * rs->info_size,
-                            rs->info_size, deadline) != RCOLL_OK) {
-        close(fd);
-        return -1;
-    }
-    rs->fds[h->rank] = fd;
-    rs->joined++;
-    return 0;
-}
-
-/* The root gives up: recorded for ranks of this process that come later,
- * told to the ranks that joined and to those still arriving. */
-static void root_abandon(const rcoll_sockaddr_t *port, rcoll_acceptor_t *acc,
-                         root_state_t *rs, rcoll_status_t st, const char *msg)
-{
-    root_record(port, st, msg);
-    root_fail(rs->nranks, rs->fds, st, msg, rcoll_time_sec() + 2.0);
-    root_fail_late(acc, st, msg, rs->info_size);
-}
-
-/* The rendezvous: accepts every rank's hello and entry, watching those
- * that joined (they send nothing more, so readable means closed: died),
- * then sends every rank the whole table. */
-static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
-                       const rcoll_sockaddr_t *port, root_state_t *rs)
-{
-    char msg[BOOT_NOTICE_LEN];
-    double deadline = rcoll_time_sec() + a->timeout;
-    while (rs->nranks < 0 || rs->joined < rs->nranks) {
-        int fd, nw = 0, ready = -1;
-        boot_hello_t h;
-        for (int i = 0; i < (rs->nranks > 0 ? rs->nranks : 0); i++)
-            if (rs->fds[i] >= 0) {
-                rs->watch[nw] = rs->fds[i];
-                rs->watch_rank[nw++] = i;
-            }
-        rcoll_status_t st = rcoll_acceptor_next(acc, deadline, &h, &fd,
-                                                rs->watch, nw, &ready);
-        if (st == RCOLL_INPROGRESS) {
-            int r = rs->watch_rank[ready];
-            char who[128];
-            root_who(who, sizeof(who), r,
-                     rs->infos + (size_t)r * rs->info_size, rs->info_size);
-            snprintf(msg, sizeof(msg), "bootstrap: %s closed its connection "
-                     "to the root before all %d ranks joined (it died or "
-                     "was killed)", who, rs->nranks);
-            close(rs->fds[r]);
-            rs->fds[r] = -1;
-            root_abandon(port, acc, rs, RCOLL_ERR_REMOTE, msg);
-            return;
-        }
-        if (st == RCOLL_ERR_TIMEOUT) {
-            if (rs->nranks < 0) {
-                rcoll_warn("bootstrap root: no rank joined before "
-                           "RCOLL_TIMEOUT; giving up");
-                return;
-            }
-            root_missing_msg(rs, a->timeout, msg, sizeof(msg));
-            root_abandon(port, acc, rs, RCOLL_ERR_TIMEOUT, msg);
-            return;
-        }
-        if (st != RCOLL_OK || root_admit(rs, &h, fd, deadline) == -2)
-            return;
-    }
-    boot_answer_t ok = {BOOT_MAGIC, 0};
-    for (int i = 0; i < rs->nranks; i++)
-        if (rcoll_sock_send_all(rs->fds[i], &ok, sizeof(ok), deadline) ==
-            RCOLL_OK)
-            rcoll_sock_send_all(rs->fds[i], rs->infos,
-                                (size_t)rs->nranks * rs->info_size, deadline);
-}
-
-static void *root_thread(void *arg)
-{
-    root_args_t *a = arg;
-    root_state_t rs = {.nranks = -1};
-    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
-
-    if (acc) {
-        rcoll_acceptor_init(acc, a->listen_fd, a->secret,
-                            sizeof(boot_hello_t), "bootstrap root");
-        rcoll_sockaddr_t port = fd_addr(a->listen_fd);
-        pthread_mutex_lock(&failed_lock);
-        if (same_addr(&failed_addr, &port))
-            failed_addr.sa.sa_family = 0; /* a new root there: old news */
-        pthread_mutex_unlock(&failed_lock);
-        root_serve(a, acc, &port, &rs);
-        rcoll_acceptor_fini(acc);
-    }
-    if (rs.fds)
-        for (int i = 0; i < rs.nranks; i++)
-            if (rs.fds[i] >= 0)
-                close(rs.fds[i]);
-    free(rs.fds);
-    free(rs.infos);
-    free(rs.watch);
-    free(rs.watch_rank);
-    free(acc);
-    close(a->listen_fd);
-    free(a);
-    pthread_once(&roots_once, roots_cond_init);
-    pthread_mutex_lock(&roots_lock);
-    roots_running--;
-    pthread_cond_broadcast(&roots_cond);
-    pthread_mutex_unlock(&roots_lock);
-    return NULL;
-}
-
-rcoll_status_t rcoll_boot_root_start(int listen_fd, const uint8_t secret[16],
-                                     double timeout)
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    root_args_t *a = malloc(sizeof(*a));
-    if (!a) {
-        close(listen_fd);
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap root: no memory");
-    }
-    a->listen_fd = listen_fd;
-    memcpy(a->secret, secret, 16);
-    a->timeout = timeout;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_mutex_lock(&roots_lock);
-    roots_running++;
-    pthread_mutex_unlock(&roots_lock);
-    int rc = pthread_create(&t, &attr, root_thread, a);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        pthread_mutex_lock(&roots_lock);
-        roots_running--;
-        pthread_mutex_unlock(&roots_lock);
-        close(listen_fd);
-        free(a);
-        return rcoll__set_error(RCOLL_ERR_SYSTEM,
-                                "bootstrap root: pthread_create: %s",
-                                strerror(rc));
-    }
-    return RCOLL_OK;
 }
 
 /* ---- per rank ---- */
@@ -635,17 +249,13 @@ static rcoll_status_t boot_root_connect(rcoll_bootstrap_t *bs,
         st = rcoll_sock_connect(root, slice, fd);
         /* not there yet, or a SYN lost on a lossy network: try again */
         if ((st == RCOLL_ERR_TIMEOUT || st == RCOLL_ERR_SYSTEM) &&
-            rcoll_time_sec() < deadline && !root_gave_up(root))
+            rcoll_time_sec() < deadline &&
+            !rcoll__boot_root_gave_up(root, NULL, NULL, 0))
             continue;
         if (st != RCOLL_OK) {
             char why[BOOT_NOTICE_LEN] = "";
             rcoll_status_t wst = RCOLL_OK;
-            pthread_mutex_lock(&failed_lock);
-            if (same_addr(&failed_addr, root)) {
-                wst = failed_st;
-                snprintf(why, sizeof(why), "%s", failed_msg);
-            }
-            pthread_mutex_unlock(&failed_lock);
+            rcoll__boot_root_gave_up(root, &wst, why, sizeof(why));
             if (wst != RCOLL_OK)
                 return rcoll__set_error(wst, "%s (rank %d: the root in this "
                                         "process gave up before it joined)",
@@ -715,7 +325,8 @@ static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
                                  rcoll_time_sec() + 5.0);
         notice[sizeof(notice) - 1] = '\0';
         close(fd);
-        roots_wait(4.0); /* a root in this process finishes telling */
+        /* a root in this process finishes telling */
+        rcoll__boot_roots_wait(4.0);
         return rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
                                                : st,
                                 "%s (rank %d, told by the root)",

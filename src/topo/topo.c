@@ -1,5 +1,6 @@
 /*
- * hwloc XML reader and topology decisions (see topo.h).
+ * hwloc XML reader (see topo.h; the queries and decisions on what it
+ * read are topo_query.c).
  *
  * The reader is a small non-validating XML scanner: elements, attributes
  * and the text of <indexes>/<u64values>; comments, processing instructions
@@ -9,7 +10,7 @@
  * file the user names, but it is treated as hostile all the same: every
  * read is bounds-checked, depth and counts are capped.
  */
-#include "topo/topo.h"
+#include "topo/topo_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,42 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define TOPO_MAX_DEPTH 64
-#define TOPO_MAX_NODES 65536
-#define TOPO_MAX_BYTES (64u << 20)
-#define TOPO_MAX_DEV 1024
-
-typedef enum {
-    N_OTHER, N_MACHINE, N_PACKAGE, N_NUMA, N_GROUP, N_BRIDGE, N_PCIDEV,
-    N_OSDEV
-} ntype_t;
-
-typedef struct {
-    ntype_t type;
-    int parent;               /* node index, -1 for the root */
-    int host_bridge;          /* N_BRIDGE: host-to-PCI (bridge_type 0-x) */
-    unsigned pci_class;       /* N_PCIDEV: 0x0302, ... */
-    unsigned pci_vendor;
-    int osdev_type;           /* N_OSDEV: hwloc 2's number, -1 if absent */
-    unsigned long long gp;    /* gp_index, 0 if absent */
-    char busid[20];
-    char name[64];
-    char subtype[32];
-    /* N_PCIDEV: what its OS devices say it is */
-    int cuda;                 /* a CUDA/NVML OS device */
-    char rdma[64], net[64];   /* its RDMA device and netdev names */
-} node_t;
-
-struct rcoll_topo {
-    node_t *n;
-    int nn, cap;
-    int npkg;
-    int gpu[TOPO_MAX_DEV], ngpu; /* PCIDev node of each GPU */
-    int nic[TOPO_MAX_DEV], nnic;
-    char nicname[TOPO_MAX_DEV][64];
-    unsigned long long *nvl;     /* ngpu x ngpu MB/s */
-};
 
 /* copies a string, truncated to fit */
 static void copy(char *dst, size_t len, const char *src)
@@ -672,184 +637,3 @@ void rcoll_topo_free(rcoll_topo_t *t)
     free(t);
 }
 
-/* ---- queries ---- */
-
-int rcoll_topo_npackages(const rcoll_topo_t *t) { return t->npkg; }
-int rcoll_topo_ngpus(const rcoll_topo_t *t) { return t->ngpu; }
-int rcoll_topo_nnics(const rcoll_topo_t *t) { return t->nnic; }
-
-const char *rcoll_topo_gpu_busid(const rcoll_topo_t *t, int g)
-{
-    return g >= 0 && g < t->ngpu ? t->n[t->gpu[g]].busid : "";
-}
-
-const char *rcoll_topo_nic_busid(const rcoll_topo_t *t, int k)
-{
-    return k >= 0 && k < t->nnic ? t->n[t->nic[k]].busid : "";
-}
-
-const char *rcoll_topo_nic_name(const rcoll_topo_t *t, int k)
-{
-    return k >= 0 && k < t->nnic ? t->nicname[k] : "";
-}
-
-static int package_of(const rcoll_topo_t *t, int i)
-{
-    for (; i >= 0; i = t->n[i].parent)
-        if (t->n[i].type == N_PACKAGE) {
-            int k = 0; /* its order among the packages */
-            for (int j = 0; j < i; j++)
-                k += t->n[j].type == N_PACKAGE;
-            return k;
-        }
-    return -1;
-}
-
-int rcoll_topo_gpu_package(const rcoll_topo_t *t, int g)
-{
-    return g >= 0 && g < t->ngpu ? package_of(t, t->gpu[g]) : -1;
-}
-
-int rcoll_topo_nic_package(const rcoll_topo_t *t, int k)
-{
-    return k >= 0 && k < t->nnic ? package_of(t, t->nic[k]) : -1;
-}
-
-unsigned long long rcoll_topo_nvlink_bw(const rcoll_topo_t *t, int a, int b)
-{
-    if (!t->nvl || a < 0 || b < 0 || a >= t->ngpu || b >= t->ngpu)
-        return 0;
-    return t->nvl[a * t->ngpu + b];
-}
-
-/* the path between two PCI devices by the PCIe tree alone */
-static rcoll_path_t pci_path(const rcoll_topo_t *t, int a, int b)
-{
-    if (a == b)
-        return RCOLL_PATH_LOC;
-    /* the lowest common ancestor */
-    int lca = -1;
-    for (int x = a; x >= 0 && lca < 0; x = t->n[x].parent)
-        for (int y = b; y >= 0; y = t->n[y].parent)
-            if (x == y) {
-                lca = x;
-                break;
-            }
-    if (lca >= 0 && t->n[lca].type == N_BRIDGE && !t->n[lca].host_bridge) {
-        /* below one PCIe switch: PIX when each device is at most one port
-         * (bridge) below it, else several switches: PXB */
-        int worst = 0;
-        for (int side = 0; side < 2; side++) {
-            int k = 0;
-            for (int x = t->n[side ? b : a].parent; x >= 0 && x != lca;
-                 x = t->n[x].parent)
-                k += t->n[x].type == N_BRIDGE;
-            worst = k > worst ? k : worst;
-        }
-        return worst <= 1 ? RCOLL_PATH_PIX : RCOLL_PATH_PXB;
-    }
-    int pa = package_of(t, a), pb = package_of(t, b);
-    if (pa >= 0 && pb >= 0)
-        return pa == pb ? RCOLL_PATH_PHB : RCOLL_PATH_SYS;
-    /* I/O attached to the machine: one CPU, or unknown sockets */
-    return t->npkg <= 1 ? RCOLL_PATH_PHB : RCOLL_PATH_SYS;
-}
-
-rcoll_path_t rcoll_topo_gpu_nic_path(const rcoll_topo_t *t, int g, int k)
-{
-    if (g < 0 || g >= t->ngpu || k < 0 || k >= t->nnic)
-        return RCOLL_PATH_SYS;
-    return pci_path(t, t->gpu[g], t->nic[k]);
-}
-
-rcoll_path_t rcoll_topo_gpu_gpu_path(const rcoll_topo_t *t, int a, int b)
-{
-    if (a < 0 || a >= t->ngpu || b < 0 || b >= t->ngpu)
-        return RCOLL_PATH_SYS;
-    if (a == b)
-        return RCOLL_PATH_LOC;
-    if (rcoll_topo_nvlink_bw(t, a, b) > 0)
-        return RCOLL_PATH_NVL;
-    return pci_path(t, t->gpu[a], t->gpu[b]);
-}
-
-void rcoll_topo_choose_nics(const rcoll_topo_t *t, int *nic_of)
-{
-    int load[TOPO_MAX_DEV] = {0};
-    for (int g = 0; g < t->ngpu; g++) {
-        int best = -1;
-        rcoll_path_t bp = RCOLL_PATH_COUNT;
-        for (int k = 0; k < t->nnic; k++) {
-            rcoll_path_t p = rcoll_topo_gpu_nic_path(t, g, k);
-            if (p < bp || (p == bp && load[k] < load[best])) {
-                best = k;
-                bp = p;
-            }
-        }
-        nic_of[g] = best;
-        if (best >= 0)
-            load[best]++;
-    }
-}
-
-int rcoll_topo_gdr(const rcoll_topo_t *t, int g, int k, rcoll_path_t max)
-{
-    return rcoll_topo_gpu_nic_path(t, g, k) <= max;
-}
-
-static const char *const path_names[RCOLL_PATH_COUNT] = {
-    "LOC", "NVL", "PIX", "PXB", "PHB", "SYS"};
-
-const char *rcoll_path_name(rcoll_path_t p)
-{
-    return (unsigned)p < RCOLL_PATH_COUNT ? path_names[p] : "?";
-}
-
-int rcoll_path_parse(const char *s)
-{
-    for (int i = 0; i < RCOLL_PATH_COUNT; i++)
-        if (s && strcasecmp(s, path_names[i]) == 0)
-            return i;
-    return -1;
-}
-
-int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
-                          int *ring, int *host_of, int *host_size)
-{
-    int nh = 0, k = 0;
-    int *host = host_of ? host_of : malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
-    int *count = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
-    if (!host || !count) {
-        if (!host_of)
-            free(host);
-        free(count);
-        for (int r = 0; r < n; r++)
-            ring[r] = r;
-        *host_size = 0;
-        return 1;
-    }
-    for (int r = 0; r < n; r++) {
-        host[r] = -1;
-        for (int q = 0; q < r && host[r] < 0; q++)
-            if (host_id[q] == host_id[r])
-                host[r] = host[q];
-        if (host[r] < 0)
-            host[r] = nh++;
-        count[host[r]]++;
-    }
-    for (int h = 0; h < (topo ? nh : 1); h++)
-        for (int r = 0; r < n; r++)
-            if (!topo || host[r] == h)
-                ring[k++] = r;
-    *host_size = n > 0 ? count[0] : 0;
-    for (int h = 1; h < nh; h++)
-        if (count[h] != count[0])
-            *host_size = 0;
-    for (int i = 0; i < n && *host_size; i++)
-        if (host[ring[i]] != i / *host_size)
-            *host_size = 0; /* user order with interleaved hosts */
-    if (!host_of)
-        free(host);
-    free(count);
-    return nh;
-}

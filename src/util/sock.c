@@ -299,8 +299,8 @@ rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
         rcoll_sock_set_nonblock(fd, 1);
         int rc = connect(fd, &addr->sa, rcoll_sock_addr_len(addr));
         if (rc != 0 && errno == EINPROGRESS) {
-            int pr = poll_until(fd, POLLOUT,
-                                RCOLL_MIN(deadline, rcoll_time_sec() + attempt));
+            double until = RCOLL_MIN(deadline, rcoll_time_sec() + attempt);
+            int pr = poll_until(fd, POLLOUT, until);
             attempt = RCOLL_MIN(attempt * 2, 8.0);
             int err = 0;
             socklen_t el = sizeof(err);

@@ -1,0 +1,41 @@
+/* The bootstrap's wire format, shared by the root service (boot_root.c)
+ * and the ranks (bootstrap.c). */
+#ifndef RCOLL_BOOT_WIRE_H
+#define RCOLL_BOOT_WIRE_H
+
+#include "bootstrap.h"
+#include <stdint.h>
+
+#define BOOT_MAGIC   0x72636f6cU /* "rcol" */
+#define BOOT_VERSION 1
+#define HELLO_ROOT   1
+#define HELLO_RING   2
+/* a word before each bootstrap ring block: data follows, or a failure
+ * notice (BOOT_NOTICE_LEN bytes) */
+#define BOOT_DATA   0x62646174U /* "bdat" */
+#define BOOT_NOTICE 0x62666c74U /* "bflt" */
+#define BOOT_NOTICE_LEN 256
+
+typedef struct {
+    uint32_t purpose;
+    int32_t rank;
+    int32_t nranks;
+    uint32_t info_size;
+} boot_hello_t;
+
+/* the root's answer to a hello: then the table, or a notice */
+typedef struct {
+    uint32_t magic;
+    int32_t status;     /* 0 or an rcoll_status_t */
+} boot_answer_t;
+
+/* boot_root.c: 1 if a root of this process at `root` gave up (its
+ * listener is closed), with its status and reason */
+int rcoll__boot_root_gave_up(const rcoll_sockaddr_t *root,
+                             rcoll_status_t *st, char *why, size_t len);
+/* boot_root.c: waits up to secs for the roots of this process to finish
+ * telling their ranks */
+void rcoll__boot_roots_wait(double secs);
+
+
+#endif
