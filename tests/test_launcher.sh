@@ -128,4 +128,15 @@ for p in 0 1; do
     case $m in [0-9]*) ;; *) echo "$msg"; fail "rcoll-perf -P $p: no time measured";; esac
     [ "$w" = 0 ] && [ "$s" = - ] || { echo "$msg"; fail "rcoll-perf -P $p: row '$row'"; }
 done
+# rank 0 listens on the socket rcoll-run opened and kept (RCOLL_ROOT_FD):
+# the port is never free between choosing it and rank 0's listen, where
+# another connection once took it ("Address already in use" in CI); the
+# other ranks get no such socket; and the process's open files come back
+# to what they were (the socket is closed with its root)
+msg=$(RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=init "$RUN" -n 3 "$B/tests/test_many_comms" 120 2>&1) ||
+    { echo "$msg"; fail "test_many_comms under rcoll-run"; }
+[ "$(echo "$msg" | grep -c "the root listens on the socket rcoll-run opened")" = 1 ] ||
+    { echo "$msg"; fail "rank 0 did not take rcoll-run's socket exactly once"; }
+n=$("$RUN" -n 3 sh -c 'echo "rank $RCOLL_RANK fd=${RCOLL_ROOT_FD:-none}"' | grep -c "fd=none")
+[ "$n" = 2 ] || fail "$n ranks without RCOLL_ROOT_FD (2 expected)"
 echo "launcher: ok"

@@ -73,20 +73,26 @@ static void on_signal(int s) { got_signal = s; }
 static volatile sig_atomic_t got_fwd;
 static void on_fwd(int s) { got_fwd = s; }
 
-static int free_port(void)
+/* A listening socket on a free loopback port, kept open and handed to
+ * rank 0 (RCOLL_ROOT_FD): choosing a port, closing it and letting rank 0
+ * bind it later left a window in which another connection took it. */
+static int root_listener(int *port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(fd, 4096) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
         if (fd >= 0)
             close(fd);
         return -1;
     }
-    close(fd);
-    return ntohs(a.sin_port);
+    *port = ntohs(a.sin_port);
+    return fd;
 }
 
 static double now(void)
@@ -236,8 +242,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int port = free_port();
-    if (port < 0) {
+    int port = 0, lfd = root_listener(&port);
+    if (lfd < 0) {
         fprintf(stderr, "rcoll-run: cannot find a free port: %s\n",
                 strerror(errno));
         return 1;
@@ -301,6 +307,15 @@ int main(int argc, char **argv)
             setenv("RCOLL_LOCAL_SIZE", sz, 1);
             setenv("RCOLL_ROOT", root, 1);
             setenv("RCOLL_SECRET", secret, 1);
+            if (r == 0) { /* the root's socket: a copy without CLOEXEC */
+                char fs[16];
+                int fd = fcntl(lfd, F_DUPFD, 3);
+                snprintf(fs, sizeof(fs), "%d", fd);
+                if (fd >= 0)
+                    setenv("RCOLL_ROOT_FD", fs, 1);
+            } else {
+                unsetenv("RCOLL_ROOT_FD");
+            }
             if (tag) {
                 dup2(op[1], 1);
                 dup2(ep[1], 2);
@@ -320,6 +335,7 @@ int main(int argc, char **argv)
             ch[r].err_fd = ep[0];
         }
     }
+    close(lfd); /* rank 0 has its copy */
 
     int alive = n, rc = 0, killing = 0, spread = ncpu > 0;
     double t0 = now(), kill_at = 0;

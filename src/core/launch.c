@@ -10,9 +10,11 @@
 #include "core.h"
 #include "util/dl.h"
 #include "util/params.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #ifdef HAVE_PMIX
 #include <pmix.h>
@@ -50,14 +52,47 @@ static void derive_secret(const char *root, int size, uint8_t secret[16])
     memcpy(secret + 8, &b, 8);
 }
 
+/* The listening socket rcoll-run opened at the root's port and left open
+ * in rank 0 (RCOLL_ROOT_FD), taken once: the port was never free between
+ * rcoll-run choosing it and rank 0 listening, where another process's
+ * connection could take it (seen in CI: "bind 0.0.0.0:PORT: Address
+ * already in use"). -1 if none, or not a listener at that port. */
+static int root_fd_inherited(const rcoll_sockaddr_t *want)
+{
+    static int taken;
+    const char *v = rcoll_config.root_fd;
+    char *end;
+    if (!v || !*v || __atomic_exchange_n(&taken, 1, __ATOMIC_ACQ_REL))
+        return -1;
+    long fd = strtol(v, &end, 10);
+    int listening = 0;
+    socklen_t l = sizeof(listening);
+    rcoll_sockaddr_t a;
+    socklen_t al = sizeof(a);
+    if (*end || fd < 0 || fd > 65535 ||
+        getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l) ||
+        !listening || getsockname((int)fd, &a.sa, &al) ||
+        a.sa.sa_family != want->sa.sa_family ||
+        (a.sa.sa_family == AF_INET ? a.sin.sin_port != want->sin.sin_port
+                                   : a.sin6.sin6_port != want->sin6.sin6_port))
+        return -1;
+    fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    rcoll_sock_set_nonblock((int)fd, 1);
+    rcoll_info(RCOLL_SUBSYS_INIT, "rank 0: the root listens on the socket "
+               "rcoll-run opened (RCOLL_ROOT_FD=%ld)", fd);
+    return (int)fd;
+}
+
 /* Rank 0 of a RCOLL_ROOT-style job serves the rendezvous itself. */
 rcoll_status_t rcoll__root_listen(const rcoll_sockaddr_t *want,
                                   const uint8_t secret[16])
 {
     rcoll_sockaddr_t a = *want;
-    int fd;
+    int fd = root_fd_inherited(want);
     char buf[128];
     rcoll_status_t st;
+    if (fd >= 0)
+        return rcoll_boot_root_start(fd, secret, rcoll_config.timeout);
     /* the previous communicator's root may still hold the port for a
      * moment after serving its rendezvous */
     double until = rcoll_time_sec() + 2.0;

@@ -225,6 +225,10 @@ static const param_t params[] = {
     P("ROOT", "", "host:port", root, string,
       "where rank 0 listens for the bootstrap and the others connect "
       "(rcoll_comm_init_env)"),
+    P("ROOT_FD", "", "int", root_fd, string,
+      "an open listening socket at RCOLL_ROOT's port that rank 0 takes for "
+      "its first rendezvous (set by rcoll-run, which holds the port from "
+      "choosing it until rank 0 runs, so that no other socket takes it)"),
     P("SECRET", "", "hex", secret, string,
       "the job's 128-bit secret as 32 hex digits (set by rcoll-run); when "
       "unset with RCOLL_ROOT a secret is derived from RCOLL_ROOT and "

@@ -27,6 +27,7 @@ typedef struct {
     const char *rank;           /* raw strings: parsed by init_env */
     const char *size;
     const char *root;
+    const char *root_fd;
     const char *secret;
     const char *socket_ifname;
     const char *transports;
