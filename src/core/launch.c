@@ -55,8 +55,8 @@ static void derive_secret(const char *root, int size, uint8_t secret[16])
 /* The listening socket rcoll-run opened at the root's port and left open
  * in rank 0 (RCOLL_ROOT_FD), taken once: the port was never free between
  * rcoll-run choosing it and rank 0 listening, where another process's
- * connection could take it (seen in CI: "bind 0.0.0.0:PORT: Address
- * already in use"). -1 if none, or not a listener at that port. */
+ * connection could take it ("Address already in use"). -1 if none, or
+ * not a listener at that port. */
 static int root_fd_inherited(const rcoll_sockaddr_t *want)
 {
     static int taken;

@@ -286,9 +286,8 @@ rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
     double delay = 0.001;
     /* An attempt gets 2 s, then 4, up to 8 (a new socket each: a new
      * SYN at once, from a new source port) rather than the kernel's SYN
-     * backoff (1, 3, 7, 15, 31 s) to the deadline: on a lossy link that
-     * backoff alone left a ring connection unmade for 60 s in one CI run
-     * of check-rdma's 25%-loss test. */
+     * backoff (1, 3, 7, 15, 31 s) to the deadline, which on a lossy link
+     * can leave a connection unmade for most of the deadline. */
     double attempt = 2.0;
 
     while (rcoll_time_sec() < deadline) {

@@ -248,12 +248,9 @@ static void ib_fatal_apply(struct rcoll_tl_ctx *ctx)
 
 /* Handles every completion there is, in the CQ's order. The batch is the
  * context's, so a handler that polls again continues it instead of
- * handling newer completions first. (A failed QP's asynchronous event
- * used to poll from inside a completion's handler: another peer's signal
- * for slot k+1 was then handled before its signal for slot k, a
- * "protocol error" seen once in CI and once in 40 guest runs of test_fail
- * kill. Such events now only mark the QP, ended here once the CQ is
- * empty.) */
+ * handling newer completions first (a peer's signal for slot k+1 before
+ * its slot k). A QP an asynchronous event failed is ended here, once the
+ * CQ is empty. */
 int ib_poll(struct rcoll_tl_ctx *ctx)
 {
     int total = 0;
