@@ -54,7 +54,7 @@ rc=$?
 [ $rc -ne 0 ] || fail "the run succeeded although a rank was killed"
 grep -q "died" "$T/c" || { cat "$T/c"; fail "no rank reported the death"; }
 [ -n "$(leftovers $kids)" ] && fail "segments left after SIGKILL: $(leftovers $kids)"
-echo "ok: SIGKILL mid-run reported ('$(grep -o 'rank [0-9]* ([^)]*) died' "$T/c" | head -1)'), nothing left"
+echo "ok: SIGKILL mid-run reported ('$(grep -o 'rank [0-9]* ([^)]*): shm: its process died' "$T/c" | head -1)'), nothing left"
 
 # 4. a segment left by a dead process (crash during setup) is swept
 sh -c 'exit 0' &

@@ -245,6 +245,25 @@ rcoll_tl_create_failed(rcoll_tl_ctx_t *ctx,
     return rcoll__set_error(st, "%s", why);
 }
 
+/* Reports once that the link to `peer` ended, in one format for every
+ * transport: "rank P (HOST pid N) aborted the communicator: REASON" when
+ * the peer said it aborted (reason may be empty), else "rank P (HOST pid
+ * N): WHAT". msg (the endpoint's, len bytes) keeps the text for the
+ * errors of later calls. */
+static inline void rcoll_tl_peer_failed(const rcoll_tl_params_t *p, int peer,
+                                        char *msg, size_t len, int aborted,
+                                        const char *reason, const char *what)
+{
+    const rcoll_boot_peer_t *pi = &p->bs->peers[peer];
+    if (aborted)
+        snprintf(msg, len, "rank %d (%s pid %d) aborted the communicator%s%s",
+                 peer, pi->hostname, pi->pid, reason[0] ? ": " : "", reason);
+    else
+        snprintf(msg, len, "rank %d (%s pid %d): %s", peer, pi->hostname,
+                 pi->pid, what);
+    p->ev->peer_failed(p->ev->arg, peer, RCOLL_ERR_REMOTE, msg);
+}
+
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];
 

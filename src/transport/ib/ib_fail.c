@@ -8,25 +8,18 @@
 
 void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
 {
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
     char what[512];
     va_list ap;
     if (ep->failed)
         return;
     ep->failed = 1;
+    memcpy(what, "ib: ", 4);
     va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
+    vsnprintf(what + 4, sizeof(what) - 4, fmt, ap);
     va_end(ap);
-    if (ep->aborted)
-        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
-                 "aborted the communicator%s%s", ep->peer, pi->hostname,
-                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
-    else
-        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
-                 "ib: %s", ep->peer, pi->hostname, pi->pid, what);
-    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
-                           ep->fail_msg);
+    rcoll_tl_peer_failed(&ep->ctx->p, ep->peer, ep->fail_msg,
+                         sizeof(ep->fail_msg), ep->aborted, ep->abort_reason,
+                         what);
 }
 
 rcoll_status_t ib_ep_error(ib_ep_t *ep)

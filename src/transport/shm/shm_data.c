@@ -37,17 +37,14 @@ int shm_ring_index(const rcoll_tl_params_t *p, int r, int s)
 
 /* ---- failures ---- */
 
-static void shm_ep_fail(shm_ep_t *ep, const char *what)
+static void shm_ep_fail(shm_ep_t *ep, int aborted, const char *reason,
+                        const char *what)
 {
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
     if (ep->failed)
         return;
     ep->failed = 1;
-    snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) %s",
-             ep->peer, pi->hostname, pi->pid, what);
-    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
-                           ep->fail_msg);
+    rcoll_tl_peer_failed(&ep->ctx->p, ep->peer, ep->fail_msg,
+                         sizeof(ep->fail_msg), aborted, reason, what);
 }
 
 /* Looks at the peer's state; reports an abort or a death once. Returns
@@ -56,16 +53,13 @@ static int shm_ep_check(shm_ep_t *ep)
 {
     int state = (int)__atomic_load_n(&ep->peer_hdr->state, __ATOMIC_ACQUIRE);
     if (state == SHM_ABORTED && !ep->failed) {
-        char what[SHM_REASON_MAX + 64];
         char reason[SHM_REASON_MAX];
         memcpy(reason, ep->peer_hdr->reason, sizeof(reason));
         reason[sizeof(reason) - 1] = '\0';
-        snprintf(what, sizeof(what), "aborted the communicator%s%s",
-                 reason[0] ? ": " : "", reason);
-        shm_ep_fail(ep, what);
+        shm_ep_fail(ep, 1, reason, NULL);
     } else if (ep->dead && state == SHM_LIVE && !ep->failed) {
-        shm_ep_fail(ep, "died: its process exited without closing the "
-                    "communicator");
+        shm_ep_fail(ep, 0, "", "shm: its process died (exited without "
+                    "closing the communicator)");
     }
     if (state == SHM_LIVE && ep->dead)
         return SHM_ABORTED;
@@ -99,14 +93,14 @@ void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events)
 static int shm_index_bad(shm_ep_t *ep, const char *which, uint64_t v,
                          uint64_t lo, uint64_t hi)
 {
-    char what[160];
+    char what[192];
     if (v >= lo && v <= hi)
         return 0;
-    snprintf(what, sizeof(what), "wrote an impossible ring %s (%llu, "
+    snprintf(what, sizeof(what), "shm: it wrote an impossible ring %s (%llu, "
              "expected %llu to %llu): its shared memory is corrupt", which,
              (unsigned long long)v, (unsigned long long)lo,
              (unsigned long long)hi);
-    shm_ep_fail(ep, what);
+    shm_ep_fail(ep, 0, "", what);
     return 1;
 }
 

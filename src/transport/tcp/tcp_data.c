@@ -36,24 +36,17 @@ void tcp_sock_close(tcp_sock_t *s)
 static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
     if (ep->failed)
         return;
     ep->failed = 1;
     if (!ep->end_what[0])
         snprintf(ep->end_what, sizeof(ep->end_what), "%s%s%s", what,
                  err ? ": " : "", err ? strerror(err) : "");
-    if (ep->aborted)
-        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d) "
-                 "aborted the communicator%s%s", ep->peer, pi->hostname,
-                 pi->pid, ep->abort_reason[0] ? ": " : "", ep->abort_reason);
-    else
-        snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): "
-                 "%s", ep->peer, pi->hostname, pi->pid, ep->end_what);
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
-    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, RCOLL_ERR_REMOTE,
-                           ep->fail_msg);
+    rcoll_tl_peer_failed(&ctx->p, ep->peer, ep->fail_msg,
+                         sizeof(ep->fail_msg), ep->aborted, ep->abort_reason,
+                         ep->end_what);
 }
 
 /* One socket of a peer ended (EOF, reset, abort notice). What the peer
