@@ -127,6 +127,11 @@ typedef struct {
  * less to copy than to post) */
 #define COLL_PLACE_MIN ((size_t)64 << 10)
 
+/* The smallest chunk the tuner cuts a transfer into to spread it over
+ * several rails (coll_env_t.paths): below it a message's fixed costs
+ * outweigh a second link's bandwidth. */
+#define COLL_PATH_CHUNK_MIN ((size_t)64 << 10)
+
 /* What a schedule needs to know of its communicator. */
 typedef struct coll_env {
     int rank;
@@ -151,6 +156,9 @@ typedef struct coll_env {
                                (then host h's ranks are ring positions
                                h * host_size ...), else 0 */
     rcoll_link_model_t link_local; /* the link between ranks of one host */
+    int paths;              /* network paths (rails) per peer pair, >= 1:
+                               the transports' paths(), the same on every
+                               rank */
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;

@@ -34,6 +34,15 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     m.extra = n != m.p;
     double c = m.slot;
     double t = a->cost ? a->cost(&m, e, &c) : 0;
+    /* several rails: a ring step's share (S / n) goes in at least one
+     * chunk per rail, each chunk at least COLL_PATH_CHUNK_MIN, so that the
+     * lanes striped over the rails all carry part of every step */
+    if (e->paths > 1) {
+        double per = m.S / n / e->paths;
+        per = (double)(((size_t)per + m.dts - 1) / m.dts * m.dts);
+        if (per >= COLL_PATH_CHUNK_MIN && per < c)
+            c = per;
+    }
     if (chunk)
         *chunk = (size_t)c;
     return t;

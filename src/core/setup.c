@@ -164,6 +164,7 @@ static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o)
     c->env.link = rcoll_config.tune_shm;
     c->env.link_local = rcoll_config.tune_shm;
     c->env.link_name = "shm";
+    c->env.paths = 1;
     c->env.local_size = 1;
     c->env.ncores = o[0].ncores > 0 ? o[0].ncores : 1;
     for (int a = 0; a < n; a++) {
@@ -236,6 +237,11 @@ static rcoll_status_t open_one(struct rcoll_comm *c,
         return st;
     }
     c->tls[c->ntls] = ops;
+    if (!ops->local_only && ops->paths) {
+        int np = ops->paths(c->tl_ctxs[c->ntls]);
+        if (np > 1 && (c->env.paths == 1 || np < c->env.paths))
+            c->env.paths = np;
+    }
     if (ops->wait && c->wait_tl < 0)
         c->wait_tl = c->ntls;
     c->ntls++;

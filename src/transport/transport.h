@@ -184,6 +184,11 @@ typedef struct rcoll_tl_ops {
      * why: the operation's error, for a peer that finds the message
      * withdrawn. Required. */
     void (*send_revoke)(rcoll_tl_ctx_t *ctx, void *cookie, const char *why);
+    /* Optional: how many independent network paths (rails) the lanes to
+     * a peer spread over, the same answer on every rank (the tuner splits
+     * a transfer into at least that many chunks so that every path
+     * carries one); NULL: 1. */
+    int (*paths)(rcoll_tl_ctx_t *ctx);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
     /* The lanes (proto/lanes.h) each peer's messages are striped over

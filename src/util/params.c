@@ -246,6 +246,13 @@ static const param_t params[] = {
       "F16C/AVX2 kernels (for comparison; results are identical)"),
     P("TCP_NSOCKS", "2", "int", tcp_nsocks, int,
       "TCP connections per peer, 1 to 16; messages are striped over them"),
+    P("TCP_RAILS", "4", "int", tcp_rails, int,
+      "network interfaces (rails) per rank that TCP spreads its sockets "
+      "over, 1 to 4: the bootstrap's, then every other up interface of its "
+      "address family (RCOLL_SOCKET_IFNAME's matches when set); socket k to "
+      "a peer leaves through the k-th pair of rails in one subnet (mod the "
+      "pairs), so RCOLL_TCP_NSOCKS should be at least the rail count; 1: "
+      "the bootstrap's interface only"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
@@ -389,6 +396,7 @@ static void config_load(void)
         rcoll_config.tcp_nsocks = 1;
     if (rcoll_config.tcp_nsocks > 16)
         rcoll_config.tcp_nsocks = 16;
+    rcoll_config.tcp_rails = RCOLL_MAX(1, RCOLL_MIN(rcoll_config.tcp_rails, 4));
     if (rcoll_config.ib_qps_per_peer < 1)
         rcoll_config.ib_qps_per_peer = 1;
     if (rcoll_config.ib_qps_per_peer > 16)

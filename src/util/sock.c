@@ -93,7 +93,7 @@ int rcoll_sock_addr_is_loopback(const rcoll_sockaddr_t *addr)
 }
 
 /* NCCL_SOCKET_IFNAME-style match: "^" excludes, "=" exact, else prefix. */
-static int ifname_match(const char *spec, const char *name)
+int rcoll_sock_ifname_match(const char *spec, const char *name)
 {
     char buf[256];
     int neg = 0, exact = 0, hit = 0;
@@ -148,7 +148,7 @@ rcoll_status_t rcoll_sock_pick_addr(const rcoll_sockaddr_t *toward,
                 &((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
             continue;
         if (spec) {
-            if (ifname_match(spec, ifa->ifa_name) &&
+            if (rcoll_sock_ifname_match(spec, ifa->ifa_name) &&
                 (!pick || (fam == AF_INET &&
                            pick->ifa_addr->sa_family != AF_INET)))
                 pick = ifa;
@@ -281,6 +281,14 @@ rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
                                        double deadline, double refused_until,
                                        int *fd_p)
 {
+    return rcoll_sock_connect_from(addr, NULL, deadline, refused_until, fd_p);
+}
+
+rcoll_status_t rcoll_sock_connect_from(const rcoll_sockaddr_t *addr,
+                                       const rcoll_sockaddr_t *src,
+                                       double deadline, double refused_until,
+                                       int *fd_p)
+{
     char buf[128];
     int last_err = 0;
     double delay = 0.001;
@@ -295,6 +303,13 @@ rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
         if (fd < 0)
             return rcoll__set_error(RCOLL_ERR_SYSTEM, "socket: %s",
                                     strerror(errno));
+        if (src && bind(fd, &src->sa, rcoll_sock_addr_len(src)) != 0) {
+            int e = errno;
+            close(fd);
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "bind %s: %s",
+                                    rcoll_sock_addr_str(src, buf, sizeof(buf)),
+                                    strerror(e));
+        }
         rcoll_sock_set_nonblock(fd, 1);
         int rc = connect(fd, &addr->sa, rcoll_sock_addr_len(addr));
         if (rc != 0 && errno == EINPROGRESS) {

@@ -44,6 +44,16 @@ rcoll_status_t rcoll_sock_accept(int lfd, double deadline, int *fd_p);
 rcoll_status_t rcoll_sock_connect_peer(const rcoll_sockaddr_t *addr,
                                        double deadline, double refused_until,
                                        int *fd_p);
+/* As rcoll_sock_connect_peer, from the local address `src` (port 0: any
+ * port; NULL: the kernel's choice), so that the connection leaves through
+ * that address's interface. */
+rcoll_status_t rcoll_sock_connect_from(const rcoll_sockaddr_t *addr,
+                                       const rcoll_sockaddr_t *src,
+                                       double deadline, double refused_until,
+                                       int *fd_p);
+/* RCOLL_SOCKET_IFNAME-style match of an interface name against `spec`
+ * (comma-separated prefixes; a leading ^ excludes, = asks exact names). */
+int rcoll_sock_ifname_match(const char *spec, const char *name);
 /* Full send/recv of len bytes on a blocking or non-blocking fd, polling up
  * to `deadline`. Return RCOLL_ERR_REMOTE on EOF/reset, _TIMEOUT. */
 rcoll_status_t rcoll_sock_send_all(int fd, const void *buf, size_t len,

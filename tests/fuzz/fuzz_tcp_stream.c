@@ -7,6 +7,7 @@
  * the ring. */
 #include "../../src/transport/tcp/tcp_data.c"
 #include "../../src/transport/tcp/tcp_ctx.c"
+#include "../../src/transport/tcp/tcp_rails.c"
 #include "fuzz_common.h"
 #include <sys/socket.h>
 

@@ -96,6 +96,24 @@ typedef struct {
     rcoll_msg_hdr_t hdr;
 } tcp_wire_t;
 
+/* Rails (tcp_rails.c): the interfaces a rank's sockets leave through, as
+ * its peers learn them in the address exchange. Socket k to a peer goes
+ * over the k-th pair (mod the pairs) of our rail and its rail in one
+ * subnet; pair 0 is the two bootstrap addresses. */
+#define TCP_MAX_RAILS 4
+typedef struct {
+    uint8_t family;           /* 4 or 6 */
+    uint8_t prefix;           /* the subnet's prefix length */
+    uint8_t addr[16];         /* 4 bytes for IPv4 */
+    char ifname[16];
+} tcp_rail_t;
+typedef struct {
+    int32_t nrails;
+    uint16_t port;            /* where the rank listens, on every rail */
+    uint16_t pad;
+    tcp_rail_t rail[TCP_MAX_RAILS];
+} tcp_rails_t;
+
 typedef struct {
     tcp_wire_t wire;
     const char *payload;
@@ -113,6 +131,7 @@ typedef struct {
     tcp_ep_t *ep;
     int fd;
     int idx;
+    int rail;                 /* our rail it leaves through; -1 unknown */
     /* receive side */
     char *ring;               /* small payloads (ring_size, lazily) */
     size_t rx_ring_tail;      /* where the next small payload goes */
@@ -186,6 +205,8 @@ struct rcoll_tl_ctx {
     size_t small;             /* payloads up to this go to the ring */
     size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
     int listen_fd;
+    tcp_rails_t *rails;       /* every rank's rails, by rank */
+    unsigned rails_bad;       /* our rails that failed to connect */
     tcp_ep_t **eps;           /* by rank */
     uint64_t placed_bytes;    /* payload read straight into receivers'
                                  buffers (tcp_recv_place) */
@@ -198,9 +219,22 @@ typedef struct {
     int32_t nsocks;
     uint64_t chunk_size;      /* must match on both ends, like nslots */
     int32_t nslots;
-    int32_t pad;
+    int32_t to;               /* the rank it is for (a connection that
+                                 reached another process is dropped) */
 } tcp_hello_t;
 
+
+/* tcp_rails.c: this rank's rails, rail 0 the bootstrap's address `boot`
+ * (at most `max`); the pairs of our rails and a peer's (pairs[i] = {ours,
+ * its}, pair 0 first; returns how many); a rail's address with a port;
+ * the rail of ours a connected socket is bound to (-1: none); the rails
+ * as "0 eth0 10.0.0.1/24, 1 ...". */
+void tcp_rails_find(const rcoll_sockaddr_t *boot, int max, tcp_rails_t *rs);
+int tcp_rails_pair(const tcp_rails_t *me, const tcp_rails_t *peer,
+                   uint8_t pairs[][2]);
+void tcp_rail_addr(const tcp_rail_t *r, uint16_t port, rcoll_sockaddr_t *sa);
+int tcp_rail_of(const tcp_rails_t *rs, int fd);
+void tcp_rails_str(const tcp_rails_t *rs, char *buf, size_t len);
 
 /* tcp_data.c, for tcp_ctx.c */
 void tcp_sock_close(tcp_sock_t *s);

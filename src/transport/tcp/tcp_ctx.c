@@ -52,6 +52,7 @@ static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
     s->fd = -1;
     s->closed = 1;
     s->idx = k;
+    s->rail = -1;
     rcoll_slots_init(&s->sl, ctx->nslots);
     s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
     s->slot_off = calloc(ns, sizeof(uint32_t));
@@ -85,6 +86,7 @@ static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
     }
     s->fd = fd;
     s->closed = 0;
+    s->rail = ctx->rails ? tcp_rail_of(&ctx->rails[ctx->p.rank], fd) : -1;
     rcoll_sock_set_nonblock(fd, 1);
     int sz = (int)RCOLL_MIN(ctx->p.chunk_size * 4, 8u << 20);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
@@ -123,27 +125,37 @@ static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
     return RCOLL_OK;
 }
 
-/* Listens on the bootstrap's interface; every rank's address in addrs. */
-static rcoll_status_t tcp_listen_exchange(struct rcoll_tl_ctx *ctx,
-                                          rcoll_sockaddr_t *addrs)
+/* Finds this rank's rails and listens on them (on the bootstrap's address
+ * when it has one rail, else on every address of its family: a peer
+ * connects to any of its rails at one port); every rank's rails then go
+ * to ctx->rails. */
+static rcoll_status_t tcp_listen_exchange(struct rcoll_tl_ctx *ctx)
 {
     const rcoll_tl_params_t *p = &ctx->p;
-    rcoll_sockaddr_t me = p->bs->peers[p->rank].boot_addr;
-    char a[128];
+    tcp_rails_t *me = &ctx->rails[p->rank];
+    rcoll_sockaddr_t at;
+    char a[512];
     rcoll_status_t st;
-    if (me.sa.sa_family == AF_INET)
-        me.sin.sin_port = 0;
-    else
-        me.sin6.sin6_port = 0;
-    if ((st = rcoll_sock_listen(&me, 0, &ctx->listen_fd)) != RCOLL_OK)
+    tcp_rails_find(&p->bs->peers[p->rank].boot_addr, rcoll_config.tcp_rails,
+                   me);
+    tcp_rail_addr(&me->rail[0], 0, &at);
+    if (me->nrails > 1) {
+        memset(&at, 0, sizeof(at));
+        at.sa.sa_family = me->rail[0].family == 4 ? AF_INET : AF_INET6;
+        if (at.sa.sa_family == AF_INET6)
+            at.sin6.sin6_addr = in6addr_any;
+    }
+    if ((st = rcoll_sock_listen(&at, 0, &ctx->listen_fd)) != RCOLL_OK)
         return st;
-    addrs[p->rank] = me;
-    if ((st = rcoll_bootstrap_allgather(p->bs, addrs, sizeof(*addrs))) !=
-        RCOLL_OK)
+    me->port = ntohs(at.sa.sa_family == AF_INET ? at.sin.sin_port
+                                                : at.sin6.sin6_port);
+    if ((st = rcoll_bootstrap_allgather(p->bs, ctx->rails,
+                                        sizeof(*ctx->rails))) != RCOLL_OK)
         return st;
-    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens on %s, %d sockets "
-                "per peer", p->rank, rcoll_sock_addr_str(&me, a, sizeof(a)),
-                ctx->nsocks);
+    tcp_rails_str(me, a, sizeof(a));
+    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d listens at port %u, %d "
+                "sockets per peer, rails: %s", p->rank, me->port, ctx->nsocks,
+                a);
     return RCOLL_OK;
 }
 
@@ -214,7 +226,8 @@ static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
             break;
         }
         if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= r ||
-            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks) {
+            !use[h.rank] || h.idx < 0 || h.idx >= ctx->nsocks ||
+            h.to != r) {
             rcoll_warn("tcp: rank %d dropped a connection: bad hello", r);
             close(fd);
             continue;
@@ -232,38 +245,74 @@ static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
     return st;
 }
 
+/* Connects socket k to `peer` over rail pair k (mod the pairs). A rail
+ * of ours other than the bootstrap's that does not connect within a few
+ * seconds is named in a warning and left for the rest of the set-up (one
+ * wait, not one per peer), and the socket goes over the bootstrap's pair
+ * instead. */
+static rcoll_status_t tcp_connect_one(struct rcoll_tl_ctx *ctx, int peer,
+                                      int k, double deadline, int *fd)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    const tcp_rails_t *me = &ctx->rails[p->rank], *them = &ctx->rails[peer];
+    uint8_t pairs[TCP_MAX_RAILS][2];
+    int np = tcp_rails_pair(me, them, pairs), pi = k % np;
+    rcoll_sockaddr_t to, from;
+    char a[128];
+    rcoll_status_t st;
+    /* its listener was up before the address exchange: refused means it
+     * died (1 s covers a full accept queue) */
+    double refused = RCOLL_MIN(deadline, rcoll_time_sec() + 1.0);
+    if (pi && !(ctx->rails_bad >> pairs[pi][0] & 1)) {
+        tcp_rail_addr(&them->rail[pairs[pi][1]], them->port, &to);
+        tcp_rail_addr(&me->rail[pairs[pi][0]], 0, &from);
+        st = rcoll_sock_connect_from(
+            &to, &from, RCOLL_MIN(deadline, rcoll_time_sec() + 4.0), refused,
+            fd);
+        if (st == RCOLL_OK)
+            return st;
+        ctx->rails_bad |= 1u << pairs[pi][0];
+        rcoll_warn("tcp: rank %d: rail %s to rank %d at %s failed (%s): "
+                   "socket %d goes over rail %s, and so will the sockets "
+                   "to later peers", p->rank,
+                   me->rail[pairs[pi][0]].ifname, peer,
+                   rcoll_sock_addr_str(&to, a, sizeof(a)), rcoll_last_error(),
+                   k, me->rail[0].ifname);
+        refused = RCOLL_MIN(deadline, rcoll_time_sec() + 1.0);
+    }
+    tcp_rail_addr(&them->rail[0], them->port, &to);
+    st = rcoll_sock_connect_peer(&to, deadline, refused, fd);
+    if (st != RCOLL_OK)
+        return rcoll__set_error(st, "tcp: rank %d cannot connect to rank %d "
+                                "at %s: %s", p->rank, peer,
+                                rcoll_sock_addr_str(&to, a, sizeof(a)),
+                                rcoll_last_error());
+    return st;
+}
+
 /* Connects every socket to every higher peer. */
 static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
-                                         const uint8_t *use,
-                                         const rcoll_sockaddr_t *addrs,
-                                         double deadline)
+                                         const uint8_t *use, double deadline)
 {
     const rcoll_tl_params_t *p = &ctx->p;
     int r = p->rank;
-    char a[128];
     rcoll_status_t st;
     for (int peer = r + 1; peer < p->nranks; peer++) {
         for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
-                             p->chunk_size, p->nslots, 0};
-            /* its listener was up before the address exchange: refused
-             * means it died (1 s covers a full accept queue) */
-            st = rcoll_sock_connect_peer(
-                &addrs[peer], deadline,
-                RCOLL_MIN(deadline, rcoll_time_sec() + 1.0), &fd);
-            if (st == RCOLL_OK) {
-                st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
-                                             deadline);
-                if (st != RCOLL_OK)
-                    close(fd);
-            }
-            if (st != RCOLL_OK)
+                             p->chunk_size, p->nslots, peer};
+            if ((st = tcp_connect_one(ctx, peer, k, deadline, &fd)) !=
+                RCOLL_OK)
+                return st;
+            st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
+                                         deadline);
+            if (st != RCOLL_OK) {
+                close(fd);
                 return rcoll__set_error(st, "tcp: rank %d cannot connect to "
-                                        "rank %d at %s: %s", r, peer,
-                                        rcoll_sock_addr_str(&addrs[peer], a,
-                                                            sizeof(a)),
+                                        "rank %d: %s", r, peer,
                                         rcoll_last_error());
+            }
             if ((st = tcp_sock_setup(ctx, peer, k, fd)) != RCOLL_OK)
                 return st;
         }
@@ -279,7 +328,6 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
                                      rcoll_tl_ep_t **eps)
 {
     struct rcoll_tl_ctx *ctx = calloc(1, sizeof(*ctx));
-    rcoll_sockaddr_t *addrs = NULL;
     rcoll_status_t st;
     int n = p->nranks, r = p->rank;
     double deadline = rcoll_time_sec() + p->timeout;
@@ -293,8 +341,8 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     tcp_ring_sizes(p->nslots, n, ctx->nsocks, &ctx->small, &ctx->ring_size);
     ctx->listen_fd = -1;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
-    addrs = calloc((size_t)n, sizeof(*addrs));
-    if (!ctx->eps || !addrs) {
+    ctx->rails = calloc((size_t)n, sizeof(*ctx->rails));
+    if (!ctx->eps || !ctx->rails) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
         goto err;
     }
@@ -303,7 +351,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     for (int i = 0; i < r; i++)
         lower += use[i];
     if ((st = tcp_alloc_eps(ctx, use)) != RCOLL_OK ||
-        (st = tcp_listen_exchange(ctx, addrs)) != RCOLL_OK ||
+        (st = tcp_listen_exchange(ctx)) != RCOLL_OK ||
         (st = tcp_accept_lower(ctx, use, lower, deadline)) != RCOLL_OK)
         goto err;
     /* every lower rank is connected and higher ones are ours to call: the
@@ -311,15 +359,13 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
      * connect to it for the communicator's life) */
     close(ctx->listen_fd);
     ctx->listen_fd = -1;
-    if ((st = tcp_connect_higher(ctx, use, addrs, deadline)) != RCOLL_OK)
+    if ((st = tcp_connect_higher(ctx, use, deadline)) != RCOLL_OK)
         goto err;
-    free(addrs);
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
     *ctx_p = ctx;
     return RCOLL_OK;
 err:
-    free(addrs);
     return rcoll_tl_create_failed(ctx, tcp_ctx_destroy, st);
 }
 
@@ -384,6 +430,7 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     if (ctx->listen_fd >= 0)
         close(ctx->listen_fd);
     free(ctx->eps);
+    free(ctx->rails);
     free(ctx);
 }
 
@@ -408,8 +455,53 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
 static int tcp_lanes(char *what, size_t len)
 {
     snprintf(what, len, "sockets per peer (RCOLL_TCP_NSOCKS), message i on "
-             "socket i mod %d", rcoll_config.tcp_nsocks);
+             "socket i mod %d; socket k over the k-th (mod their number) "
+             "pair of rails in one subnet, of up to RCOLL_TCP_RAILS=%d "
+             "interfaces per rank", rcoll_config.tcp_nsocks,
+             rcoll_config.tcp_rails);
     return rcoll_config.tcp_nsocks;
+}
+
+/* Each rail of ours with the bytes its sockets carried, every peer's. */
+static void tcp_rails_stats(rcoll_tl_ctx_t *ctx, FILE *f)
+{
+    const tcp_rails_t *me = ctx->rails ? &ctx->rails[ctx->p.rank] : NULL;
+    rcoll_lane_stats_t sum[TCP_MAX_RAILS + 1] = {{0}};
+    int nsock[TCP_MAX_RAILS + 1] = {0};
+    if (!me)
+        return;
+    for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
+        tcp_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nsocks; k++) {
+            int r = ep->socks[k].rail < 0 ? TCP_MAX_RAILS : ep->socks[k].rail;
+            rcoll_lanes_sum(&sum[r], &ep->socks[k].st);
+            nsock[r]++;
+        }
+    }
+    for (int r = 0; r <= TCP_MAX_RAILS; r++) {
+        char a[128] = "another address";
+        if (r < me->nrails) {
+            tcp_rails_t one = {.nrails = 1, .rail = {me->rail[r]}};
+            tcp_rails_str(&one, a, sizeof(a));
+        } else if (!nsock[r]) {
+            continue;
+        }
+        fprintf(f, "rcoll:     rail %d (%s): %d sockets, sent %llu bytes, "
+                "received %llu bytes\n", r < me->nrails ? r : -1,
+                a + (r < me->nrails ? 2 : 0), nsock[r],
+                (unsigned long long)sum[r].tx_bytes,
+                (unsigned long long)sum[r].rx_bytes);
+    }
+}
+
+/* The fewest rails any rank has, up to the sockets per peer: every rank
+ * has every rank's rails, so all answer the same. */
+static int tcp_paths(rcoll_tl_ctx_t *ctx)
+{
+    int np = TCP_MAX_RAILS;
+    for (int i = 0; ctx->rails && i < ctx->p.nranks; i++)
+        np = RCOLL_MIN(np, ctx->rails[i].nrails);
+    return RCOLL_MAX(1, RCOLL_MIN(np, ctx->nsocks));
 }
 
 static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
@@ -427,6 +519,7 @@ static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
             ctx->nslots, (size_t)__atomic_load_n(&ctx->placed_bytes,
                                                  __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "socket k of every peer", n, sum);
+    tcp_rails_stats(ctx, f);
 }
 
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
@@ -440,6 +533,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_release = tcp_recv_release,
     .recv_full = tcp_recv_full,
     .lanes = tcp_lanes,
+    .paths = tcp_paths,
     .stats = tcp_stats,
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,

@@ -1,0 +1,93 @@
+#!/bin/sh
+# TCP over two rails: two "hosts" (network namespaces) joined by two veth
+# pairs on two subnets (198.18.7.0/24 and 198.18.9.0/24, the benchmarking
+# range, only inside these namespaces). Four ranks, two per host, all over
+# TCP:
+#  1. by default both rails carry the traffic (each veth of host A sends at
+#     least a fifth of the bytes) and the collectives are bit-exact;
+#  2. with each pair shaped to 200 Mbit/s, the 4 MiB all-reduce is at
+#     least 1.4x faster than with one rail (RCOLL_TCP_RAILS=1, whose second
+#     veth then carries nothing; both with 512 KiB chunks, two per ring
+#     step: measured 2.0x);
+#  3. a second rail that does not connect (host B cannot answer on it) is
+#     named in a warning, its sockets go over the first rail, and the
+#     results stay bit-exact.
+# Needs root, iproute2 and tc; skips (77) otherwise. Usage: test_rails.sh BUILD
+B=$1
+[ "$(id -u)" = 0 ] && command -v ip > /dev/null && command -v tc > /dev/null ||
+    { echo "needs root, ip and tc"; exit 77; }
+A=railA$$; Z=railB$$
+L=$B/tests/logs
+cleanup() { ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null; }
+trap cleanup EXIT INT TERM
+fail() { echo "FAIL: $*"; tail -n 5 "$L"/rails_*.out; exit 1; }
+ip netns add $A && ip netns add $Z || { echo "cannot create namespaces"; exit 77; }
+for i in 1 2; do
+    sub=7; [ $i = 2 ] && sub=9
+    ip link add ra$i$$ type veth peer name rb$i$$ || { echo "cannot create veth"; exit 77; }
+    ip link set ra$i$$ netns $A && ip link set rb$i$$ netns $Z &&
+    ip -n $A addr add 198.18.$sub.1/24 dev ra$i$$ &&
+    ip -n $Z addr add 198.18.$sub.2/24 dev rb$i$$ &&
+    ip -n $A link set ra$i$$ up && ip -n $Z link set rb$i$$ up || fail "veth setup"
+done
+ip -n $A link set lo up && ip -n $Z link set lo up || fail "lo up"
+mkdir -p "$L"
+
+txb() { ip netns exec $A cat /sys/class/net/ra$1$$/statistics/tx_bytes; }
+run4() { # run4 PORT NAME CMD...: ranks 0,1 on host A, 2,3 on host B
+    port=$1; name=$2; shift 2
+    pids=""
+    for r in 0 1 2 3; do
+        ns=$A; [ $r -ge 2 ] && ns=$Z
+        ip netns exec $ns env RCOLL_ROOT=198.18.7.1:$port RCOLL_SIZE=4 RCOLL_RANK=$r \
+            RCOLL_TRANSPORTS=tcp RCOLL_SECRET=00112233445566778899aabbccddeeff \
+            RCOLL_TIMEOUT=60 "$@" > "$L/rails_${name}_$r.out" 2>&1 &
+        pids="$pids $!"
+    done
+    rc=0
+    for p in $pids; do wait $p || rc=1; done
+    return $rc
+}
+perf_us() { # the 4 MiB all-reduce's out-of-place time from rank 0's output
+    awk '$1 == 4194304 { print $6 }' "$L/rails_$1_0.out"
+}
+
+# 1. both rails carry the traffic; bit-exact
+a1=$(txb 1); a2=$(txb 2)
+run4 29661 coll "$B/tests/test_coll" -N 0,1,7,1023,131073 || fail "matrix over two rails"
+d1=$(($(txb 1) - a1)); d2=$(($(txb 2) - a2))
+echo "two rails, test_coll: host A sent $d1 bytes on rail 1, $d2 on rail 2"
+[ $((d1 * 5)) -ge $((d1 + d2)) ] && [ $((d2 * 5)) -ge $((d1 + d2)) ] ||
+    fail "one rail carried less than a fifth"
+
+# 2. shaped links: two rails against one
+for i in 1 2; do
+    ip netns exec $A tc qdisc add dev ra$i$$ root tbf rate 200mbit burst 64kb latency 50ms &&
+    ip netns exec $Z tc qdisc add dev rb$i$$ root tbf rate 200mbit burst 64kb latency 50ms ||
+        fail "tc"
+done
+run4 29662 two "$B/benchmarks/rcoll-perf" allreduce -b 4M -e 4M -n 6 -w 1 -c 1 ||
+    fail "all-reduce over two rails"
+grep -q "Out of bounds values : 0 OK" "$L/rails_two_0.out" || fail "wrong all-reduce results"
+a2=$(txb 2)
+RCOLL_TCP_RAILS=1 run4 29663 one "$B/benchmarks/rcoll-perf" allreduce -b 4M -e 4M -n 6 -w 1 -c 1 ||
+    fail "all-reduce over one rail"
+d2=$(($(txb 2) - a2))
+[ $d2 -lt 65536 ] || fail "RCOLL_TCP_RAILS=1 still sent $d2 bytes on rail 2"
+t1=$(perf_us one); t2=$(perf_us two)
+echo "4 MiB all-reduce: $t1 us over one rail, $t2 us over two"
+awk -v a="$t1" -v b="$t2" 'BEGIN { exit !(a > 0 && b > 0 && a / b >= 1.4) }' ||
+    fail "two rails not 1.4x faster than one ($t1 us vs $t2 us)"
+
+for i in 1 2; do
+    ip netns exec $A tc qdisc del dev ra$i$$ root; ip netns exec $Z tc qdisc del dev rb$i$$ root
+done
+
+# 3. rail 2 refuses to work (host B cannot answer host A there): warned,
+#    the sockets fall back to rail 1, still bit-exact
+ip -n $Z route add prohibit 198.18.9.1/32 || fail "route"
+run4 29664 broken "$B/tests/test_coll" -N 0,1,7,1023,131073 || fail "matrix with a broken rail"
+grep -h "rail ra2$$ to rank" "$L"/rails_broken_*.out | head -n 2
+grep -q "rail ra2$$ to rank [23] at 198.18.9.2:[0-9]* failed.*goes over rail ra1$$" \
+    "$L"/rails_broken_0.out || fail "no warning names the broken rail"
+echo "ok: two rails used, 1.4x over one, a broken rail falls back"
