@@ -3,6 +3,7 @@
 # pairs on two subnets (198.18.7.0/24 and 198.18.9.0/24, the benchmarking
 # range, only inside these namespaces). Four ranks, two per host, all over
 # TCP:
+#  0. rcoll-info -t names both interfaces as rails;
 #  1. by default both rails carry the traffic (each veth of host A sends at
 #     least a fifth of the bytes) and the collectives are bit-exact;
 #  2. with each pair shaped to 200 Mbit/s, the 4 MiB all-reduce is at
@@ -51,6 +52,12 @@ run4() { # run4 PORT NAME CMD...: ranks 0,1 on host A, 2,3 on host B
 perf_us() { # the 4 MiB all-reduce's out-of-place time from rank 0's output
     awk '$1 == 4194304 { print $6 }' "$L/rails_$1_0.out"
 }
+
+# 0. rcoll-info -t lists both interfaces as rails
+ip netns exec $A "$B/tools/rcoll-info" -t > "$L/rails_info.out" 2>&1
+grep "rails here:" "$L/rails_info.out"
+grep "rails here:" "$L/rails_info.out" | grep "ra1$$" | grep -q "ra2$$" ||
+    fail "rcoll-info -t does not list both rails"
 
 # 1. both rails carry the traffic; bit-exact
 a1=$(txb 1); a2=$(txb 2)

@@ -87,7 +87,7 @@ static void transports(void)
         printf("  %-6s %-8s %s%s%s\n", t->name,
                !u ? "unusable" : allowed ? "usable" : "excluded", t->doc,
                why[0] ? ": " : "", why);
-        char lw[256] = "";
+        char lw[512] = "";
         if (u && t->lanes) {
             int nl = t->lanes(lw, sizeof(lw));
             printf("         lanes: %d %s\n", nl, lw);

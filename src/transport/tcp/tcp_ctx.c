@@ -494,6 +494,23 @@ static void tcp_rails_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     }
 }
 
+/* rcoll-info -t: the rails a rank here would have (rail 0: the address
+ * rcoll_sock_pick_addr picks with no root to route to, as for a job
+ * whose bootstrap leaves through it). */
+static void tcp_describe(FILE *f)
+{
+    rcoll_sockaddr_t a;
+    char ifname[64], s[512];
+    tcp_rails_t rs;
+    if (rcoll_sock_pick_addr(NULL, &a, ifname, sizeof(ifname)) != RCOLL_OK) {
+        fprintf(f, "         rails: none (%s)\n", rcoll_last_error());
+        return;
+    }
+    tcp_rails_find(&a, rcoll_config.tcp_rails, &rs);
+    tcp_rails_str(&rs, s, sizeof(s));
+    fprintf(f, "         rails here: %s\n", s);
+}
+
 /* The fewest rails any rank has, up to the sockets per peer: every rank
  * has every rank's rails, so all answer the same. */
 static int tcp_paths(rcoll_tl_ctx_t *ctx)
@@ -534,6 +551,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_full = tcp_recv_full,
     .lanes = tcp_lanes,
     .paths = tcp_paths,
+    .describe = tcp_describe,
     .stats = tcp_stats,
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,
