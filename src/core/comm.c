@@ -76,9 +76,13 @@ static rcoll_status_t init_local(struct rcoll_comm *c, int nranks, int rank,
 
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (c->epfd < 0 || c->evfd < 0)
+    if (c->epfd < 0 || c->evfd < 0) {
+        int e = errno;
+        char hint[320];
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "rcoll_comm_init_rank: "
-                                "epoll/eventfd: %s", strerror(errno));
+                                "epoll/eventfd: %s%s", strerror(e),
+                                rcoll_fd_limit_hint(e, hint, sizeof(hint)));
+    }
     c->ev_wakeup.cb = rcoll__engine_wakeup;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->ev_wakeup};
     if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) != 0)
@@ -143,6 +147,11 @@ static rcoll_status_t init_wire(struct rcoll_comm *c,
                                 const uint8_t secret[16])
 {
     int n = c->nranks;
+    /* room for every peer over TCP (and the bootstrap's sockets, shm's
+     * pidfds) before anything is opened: the soft limit (often 1,024) up
+     * to the hard one */
+    rcoll_fd_limit_raise(256 + (unsigned long)n *
+                                   (unsigned long)(rcoll_config.tcp_nsocks + 2));
     rcoll_status_t st = rcoll_bootstrap_init(&c->bs, root, secret, c->rank,
                                              n, c->timeout);
     if (st != RCOLL_OK || (st = rcoll__config_agree(c)) != RCOLL_OK)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef HAVE_GETRANDOM
@@ -259,4 +260,39 @@ void rcoll_prefault(void *p, size_t len, int write)
         else
             (void)*(volatile char *)((char *)p + o);
     }
+}
+
+unsigned long rcoll_fd_limit_raise(unsigned long want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+                        ? (rlim_t)want
+                        : rl.rlim_max;
+        if (to > rl.rlim_cur) {
+            struct rlimit nl = {to, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
+                rl.rlim_cur = to;
+        }
+    }
+    return (unsigned long)rl.rlim_cur;
+}
+
+const char *rcoll_fd_limit_hint(int err, char *buf, size_t len)
+{
+    struct rlimit rl;
+    buf[0] = '\0';
+    if (err == ENFILE)
+        snprintf(buf, len, " (the system's table of open files is full: "
+                 "fs.file-max)");
+    else if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        snprintf(buf, len, " (this process has used its RLIMIT_NOFILE of "
+                 "%llu open files, hard limit %llu: a communicator over TCP "
+                 "takes RCOLL_TCP_NSOCKS per peer; raise the hard limit, "
+                 "e.g. ulimit -Hn, or lower RCOLL_TCP_NSOCKS)",
+                 (unsigned long long)rl.rlim_cur,
+                 (unsigned long long)rl.rlim_max);
+    return buf;
 }

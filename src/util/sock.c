@@ -234,8 +234,12 @@ rcoll_status_t rcoll_sock_listen(rcoll_sockaddr_t *addr, int reuse, int *fd_p)
     char buf[128];
     socklen_t sl = sizeof(*addr);
 
-    if (fd < 0)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "socket: %s", strerror(errno));
+    if (fd < 0) {
+        int e = errno;
+        char hint[320];
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "socket: %s%s", strerror(e),
+                                rcoll_fd_limit_hint(e, hint, sizeof(hint)));
+    }
     if (reuse)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, &addr->sa, rcoll_sock_addr_len(addr)) != 0) {
@@ -300,9 +304,13 @@ rcoll_status_t rcoll_sock_connect_from(const rcoll_sockaddr_t *addr,
 
     while (rcoll_time_sec() < deadline) {
         int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return rcoll__set_error(RCOLL_ERR_SYSTEM, "socket: %s",
-                                    strerror(errno));
+        if (fd < 0) {
+            int e = errno;
+            char hint[320];
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "socket: %s%s",
+                                    strerror(e),
+                                    rcoll_fd_limit_hint(e, hint, sizeof(hint)));
+        }
         if (src && bind(fd, &src->sa, rcoll_sock_addr_len(src)) != 0) {
             int e = errno;
             close(fd);
@@ -543,8 +551,11 @@ static void acceptor_take(rcoll_acceptor_t *a)
 {
     for (;;) {
         int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                a->nofile = errno; /* the loop fails: nothing else frees one */
             return;
+        }
         if (a->npend == RCOLL_AUTH_PENDING_MAX) {
             /* a flood: the oldest pending connection goes first */
             acceptor_drop(a, 0, "too many connections in their handshake");
@@ -672,6 +683,13 @@ static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
         }
         if (pfd[0].revents & POLLIN)
             acceptor_take(a);
+        if (a->nofile) {
+            char hint[320];
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "%s: accept: %s%s",
+                                    a->who, strerror(a->nofile),
+                                    rcoll_fd_limit_hint(a->nofile, hint,
+                                                        sizeof(hint)));
+        }
     }
 }
 

@@ -99,6 +99,7 @@ typedef struct {
     int npend;
     rcoll_auth_pending_t pend[RCOLL_AUTH_PENDING_MAX];
     unsigned long dropped;    /* connections that failed the handshake */
+    int nofile;               /* accept failed for want of descriptors */
 } rcoll_acceptor_t;
 
 void rcoll_acceptor_init(rcoll_acceptor_t *a, int lfd,

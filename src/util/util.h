@@ -86,4 +86,13 @@ const char *rcoll_hostname(void);
  * page faults one page at a time. */
 void rcoll_prefault(void *p, size_t len, int write);
 
+/* ---- open files ---- */
+/* Raises the soft RLIMIT_NOFILE to `want` descriptors, at most to the hard
+ * limit, if it is lower (a communicator needs one or more per peer over
+ * TCP). Returns the soft limit now. */
+unsigned long rcoll_fd_limit_raise(unsigned long want);
+/* For a call that failed with `err`: when it is EMFILE or ENFILE, text
+ * naming the limit and what to do, else "" (buf is returned). */
+const char *rcoll_fd_limit_hint(int err, char *buf, size_t len);
+
 #endif

@@ -149,10 +149,14 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
             ep->pidfd = -1;
         }
     }
-    if (ep->pidfd < 0)
-        rcoll_warn("shm: rank %d cannot watch rank %d (pid %d): %s; its "
+    if (ep->pidfd < 0) {
+        int e = errno;
+        char hint[320];
+        rcoll_warn("shm: rank %d cannot watch rank %d (pid %d): %s%s; its "
                    "death will show only as RCOLL_TIMEOUT", p->rank, peer,
-                   p->bs->peers[peer].pid, strerror(errno));
+                   p->bs->peers[peer].pid, strerror(e),
+                   rcoll_fd_limit_hint(e, hint, sizeof(hint)));
+    }
     return RCOLL_OK;
 }
 

@@ -198,6 +198,37 @@ static rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
         (unsigned long long)h->chunk_size, p->nslots, h->nslots);
 }
 
+/* A bootstrap ring neighbour's socket became readable while we wait for
+ * connections. EOF or a reset from a lower rank whose sockets to us have
+ * not all come means that rank gave up the set-up (it failed or died: it
+ * cannot have finished without connecting to us), so we fail now rather
+ * than at RCOLL_TIMEOUT, and our own exit tells our higher neighbour the
+ * same (the failure goes up the ring). Anything else (data: the
+ * neighbour's next bootstrap step; a higher rank, which we call later and
+ * find gone then; a rank done with us) is not watched any more (*fd =
+ * -1). */
+static rcoll_status_t tcp_neighbour_check(const struct rcoll_tl_ctx *ctx,
+                                          const uint8_t *use, int *fd,
+                                          int who)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    char c;
+    int waiting = 0;
+    ssize_t r = recv(*fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    for (int k = 0; who < p->rank && use[who] && k < ctx->nsocks; k++)
+        waiting |= ctx->eps[who]->socks[k].fd < 0;
+    if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR)) || !waiting) {
+        *fd = -1;
+        return RCOLL_OK;
+    }
+    return rcoll__set_error(RCOLL_ERR_REMOTE, "tcp: rank %d: rank %d (%s pid "
+                            "%d) left the set-up (its bootstrap connection "
+                            "%s): it failed or died", p->rank, who,
+                            p->bs->peers[who].hostname,
+                            (int)p->bs->peers[who].pid,
+                            r == 0 ? "closed" : strerror(errno));
+}
+
 /* Accepts every socket of every lower peer (`lower` of them). */
 static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
                                        const uint8_t *use, int lower,
@@ -211,10 +242,25 @@ static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
     rcoll_acceptor_init(acc, ctx->listen_fd, p->secret, sizeof(tcp_hello_t),
                         "tcp");
+    /* the bootstrap ring's neighbours: whether they are still in it */
+    int nb[2] = {p->bs->prev_fd, p->bs->next_fd};
+    int who[2] = {(r + p->nranks - 1) % p->nranks, (r + 1) % p->nranks};
     for (int got = 0; got < lower * ctx->nsocks;) {
-        int fd, ready;
+        int fd, ready, extra[2], ne = 0, widx[2];
         tcp_hello_t h;
-        st = rcoll_acceptor_next(acc, deadline, &h, &fd, NULL, 0, &ready);
+        for (int i = 0; i < 2; i++)
+            if (nb[i] >= 0 && who[i] != r) {
+                widx[ne] = i;
+                extra[ne++] = nb[i];
+            }
+        st = rcoll_acceptor_next(acc, deadline, &h, &fd, extra, ne, &ready);
+        if (st == RCOLL_INPROGRESS) {
+            int i = widx[ready];
+            if ((st = tcp_neighbour_check(ctx, use, &nb[i], who[i])) !=
+                RCOLL_OK)
+                break;
+            continue;
+        }
         if (st != RCOLL_OK) {
             char miss[256];
             tcp_missing_lower(ctx, use, miss, sizeof(miss));
