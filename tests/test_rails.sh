@@ -77,7 +77,7 @@ run4 29662 two "$B/benchmarks/rcoll-perf" allreduce -b 4M -e 4M -n 6 -w 1 -c 1 |
     fail "all-reduce over two rails"
 grep -q "Out of bounds values : 0 OK" "$L/rails_two_0.out" || fail "wrong all-reduce results"
 a2=$(txb 2)
-RCOLL_TCP_RAILS=1 run4 29663 one "$B/benchmarks/rcoll-perf" allreduce -b 4M -e 4M -n 6 -w 1 -c 1 ||
+run4 29663 one env RCOLL_TCP_RAILS=1 "$B/benchmarks/rcoll-perf" allreduce -b 4M -e 4M -n 6 -w 1 -c 1 ||
     fail "all-reduce over one rail"
 d2=$(($(txb 2) - a2))
 [ $d2 -lt 65536 ] || fail "RCOLL_TCP_RAILS=1 still sent $d2 bytes on rail 2"

@@ -311,6 +311,14 @@ rcoll_status_t rcoll_sock_connect_from(const rcoll_sockaddr_t *addr,
                                     strerror(e),
                                     rcoll_fd_limit_hint(e, hint, sizeof(hint)));
         }
+#ifdef IP_BIND_ADDRESS_NO_PORT
+        /* the port is chosen at connect, per destination: no ephemeral
+         * port is reserved on the address for every socket */
+        int one = 1;
+        if (src)
+            setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+                       sizeof(one));
+#endif
         if (src && bind(fd, &src->sa, rcoll_sock_addr_len(src)) != 0) {
             int e = errno;
             close(fd);

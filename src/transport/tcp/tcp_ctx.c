@@ -297,7 +297,8 @@ static rcoll_status_t tcp_accept_lower(struct rcoll_tl_ctx *ctx,
  * wait, not one per peer), and the socket goes over the bootstrap's pair
  * instead. */
 static rcoll_status_t tcp_connect_one(struct rcoll_tl_ctx *ctx, int peer,
-                                      int k, double deadline, int *fd)
+                                      int k, const tcp_hello_t *h,
+                                      double deadline, int *fd)
 {
     const rcoll_tl_params_t *p = &ctx->p;
     const tcp_rails_t *me = &ctx->rails[p->rank], *them = &ctx->rails[peer];
@@ -312,11 +313,16 @@ static rcoll_status_t tcp_connect_one(struct rcoll_tl_ctx *ctx, int peer,
     if (pi && !(ctx->rails_bad >> pairs[pi][0] & 1)) {
         tcp_rail_addr(&them->rail[pairs[pi][1]], them->port, &to);
         tcp_rail_addr(&me->rail[pairs[pi][0]], 0, &from);
-        st = rcoll_sock_connect_from(
-            &to, &from, RCOLL_MIN(deadline, rcoll_time_sec() + 4.0), refused,
-            fd);
-        if (st == RCOLL_OK)
-            return st;
+        double until = RCOLL_MIN(deadline, rcoll_time_sec() + 4.0);
+        st = rcoll_sock_connect_from(&to, &from, until, refused, fd);
+        if (st == RCOLL_OK) {
+            /* the handshake too: an address that reached another process
+             * (another job, another service) falls back like a timeout */
+            st = rcoll_sock_auth_connect(*fd, p->secret, h, sizeof(*h), until);
+            if (st == RCOLL_OK)
+                return st;
+            close(*fd);
+        }
         ctx->rails_bad |= 1u << pairs[pi][0];
         rcoll_warn("tcp: rank %d: rail %s to rank %d at %s failed (%s): "
                    "socket %d goes over rail %s, and so will the sockets "
@@ -328,6 +334,11 @@ static rcoll_status_t tcp_connect_one(struct rcoll_tl_ctx *ctx, int peer,
     }
     tcp_rail_addr(&them->rail[0], them->port, &to);
     st = rcoll_sock_connect_peer(&to, deadline, refused, fd);
+    if (st == RCOLL_OK) {
+        st = rcoll_sock_auth_connect(*fd, p->secret, h, sizeof(*h), deadline);
+        if (st != RCOLL_OK)
+            close(*fd);
+    }
     if (st != RCOLL_OK)
         return rcoll__set_error(st, "tcp: rank %d cannot connect to rank %d "
                                 "at %s: %s", p->rank, peer,
@@ -348,17 +359,9 @@ static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
                              p->chunk_size, p->nslots, peer};
-            if ((st = tcp_connect_one(ctx, peer, k, deadline, &fd)) !=
+            if ((st = tcp_connect_one(ctx, peer, k, &h, deadline, &fd)) !=
                 RCOLL_OK)
                 return st;
-            st = rcoll_sock_auth_connect(fd, p->secret, &h, sizeof(h),
-                                         deadline);
-            if (st != RCOLL_OK) {
-                close(fd);
-                return rcoll__set_error(st, "tcp: rank %d cannot connect to "
-                                        "rank %d: %s", r, peer,
-                                        rcoll_last_error());
-            }
             if ((st = tcp_sock_setup(ctx, peer, k, fd)) != RCOLL_OK)
                 return st;
         }
@@ -557,14 +560,25 @@ static void tcp_describe(FILE *f)
     fprintf(f, "         rails here: %s\n", s);
 }
 
-/* The fewest rails any rank has, up to the sockets per peer: every rank
- * has every rank's rails, so all answer the same. */
+/* The fewest rail pairs of any two ranks this transport joins, up to the
+ * sockets per peer: every rank has every rank's rails and the same pairs
+ * matrix, so all answer the same. Past 4,096 ranks (n^2 pairings) the
+ * fewest rails any rank has stands in for it. */
 static int tcp_paths(rcoll_tl_ctx_t *ctx)
 {
-    int np = TCP_MAX_RAILS;
-    for (int i = 0; ctx->rails && i < ctx->p.nranks; i++)
-        np = RCOLL_MIN(np, ctx->rails[i].nrails);
-    return RCOLL_MAX(1, RCOLL_MIN(np, ctx->nsocks));
+    int n = ctx->p.nranks, np = RCOLL_MIN(TCP_MAX_RAILS, ctx->nsocks);
+    uint8_t pairs[TCP_MAX_RAILS][2];
+    for (int a = 0; ctx->rails && a < n && np > 1; a++) {
+        if (n > 4096) {
+            np = RCOLL_MIN(np, ctx->rails[a].nrails);
+            continue;
+        }
+        for (int b = a + 1; b < n && np > 1; b++)
+            if (ctx->p.pairs[(size_t)a * (size_t)n + (size_t)b])
+                np = RCOLL_MIN(np, tcp_rails_pair(&ctx->rails[a],
+                                                  &ctx->rails[b], pairs));
+    }
+    return RCOLL_MAX(1, np);
 }
 
 static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)

@@ -63,13 +63,21 @@ static int rail_on(const tcp_rails_t *rs, const char *ifname,
     return 0;
 }
 
+/* Container bridges, overlays and tunnels: their subnets span hosts by
+ * design (or are private to each), so pairing them would send a rail's
+ * share through an encapsulating path; left out unless
+ * RCOLL_SOCKET_IFNAME names them. */
+static const char *const not_rails[] = {
+    "docker", "virbr", "br-", "cni", "flannel", "cali", "vxlan", "weave",
+    "kube", "lxc", "lxd", "wg", "tun", "tap", "tailscale", "zt", NULL};
+
 /* Whether an interface address may be a rail besides rail 0. */
 static int rail_candidate(const struct ifaddrs *ifa, int family,
                           const char *spec)
 {
     if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != family ||
         !(ifa->ifa_flags & IFF_UP) || !(ifa->ifa_flags & IFF_RUNNING) ||
-        (ifa->ifa_flags & IFF_LOOPBACK))
+        (ifa->ifa_flags & (IFF_LOOPBACK | IFF_POINTOPOINT)))
         return 0;
     if (family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(
@@ -77,8 +85,10 @@ static int rail_candidate(const struct ifaddrs *ifa, int family,
         return 0;
     if (spec)
         return rcoll_sock_ifname_match(spec, ifa->ifa_name);
-    return strncmp(ifa->ifa_name, "docker", 6) &&
-           strncmp(ifa->ifa_name, "virbr", 5);
+    for (int i = 0; not_rails[i]; i++)
+        if (!strncmp(ifa->ifa_name, not_rails[i], strlen(not_rails[i])))
+            return 0;
+    return 1;
 }
 
 void tcp_rails_find(const rcoll_sockaddr_t *boot, int max, tcp_rails_t *rs)
