@@ -219,6 +219,9 @@ t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "config: settings that shape the wire must agree across ranks" 120 sh "$S/tests/test_config_agree.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
 t "open files: 24 ranks over tcp raise a low soft limit; a low hard limit fails every rank at once, naming it" 120 sh "$S/tests/test_fdlimit.sh" "$B"
+t "scale: RCOLL_SHM_BUDGET lowers the chunk (68 KiB, 4 KiB with a warning), bit-exact" 180 sh "$S/tests/test_shm_budget.sh" "$B"
+t "scale: 64 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 120 "$RUN" -n 64 "$B/tests/test_scale" 16
+t "scale: 256 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 240 "$RUN" -n 256 "$B/tests/test_scale" 16
 t "hosts: 2 namespaces joined by 2 rails: both used, 2x one when shaped, a broken rail falls back" 180 sh "$S/tests/test_rails.sh" "$B"
 # topology-aware placement: host-contiguous ring order, hierarchical
 # all-reduce, bytes across the network (tests/test_hosts.sh); hosts of one

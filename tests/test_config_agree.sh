@@ -90,6 +90,7 @@ RCOLL_ALGO allreduce:rabenseifner allreduce:ring
 RCOLL_TUNE_SHM 1,10 -
 RCOLL_TUNE_TCP 20,1 -
 RCOLL_TUNE_REDUCE_GBPS 3 -
+RCOLL_SHM_BUDGET 1M -
 LIST
 # the same value spelled two ways is the same setting
 run3 RCOLL_CHUNK_SIZE 524288 512K

@@ -116,10 +116,18 @@ static void algorithms(void)
 
 static void footprint(int n)
 {
-    size_t chunk = rcoll_config.chunk_size, worst = 0;
-    int ns = rcoll_config.nslots;
+    size_t want = rcoll_config.chunk_size, worst = 0;
+    int ns = rcoll_config.nslots, over = 0;
+    /* all n on one host: the most shared-memory peers, the smallest chunk */
+    size_t chunk = rcoll_tl_chunk_fit(want, ns, n - 1, &over);
     printf("memory per communicator of %d ranks (RCOLL_CHUNK_SIZE=%zu, "
-           "RCOLL_NSLOTS=%d), the most one rank allocates:\n", n, chunk, ns);
+           "RCOLL_NSLOTS=%d, RCOLL_SHM_BUDGET=%zu), the most one rank "
+           "allocates:\n", n, want, ns, rcoll_config.shm_budget);
+    if (chunk < want)
+        printf("  chunk %zu bytes when all %d ranks share a host: their "
+               "receive rings fit RCOLL_SHM_BUDGET%s (the chunk of every "
+               "transport in that communicator)\n", chunk, n,
+               over ? " only above 4 KiB chunks: over budget" : "");
     for (int i = 0; rcoll_transports[i]; i++) {
         const rcoll_tl_ops_t *t = rcoll_transports[i];
         char what[256] = "";

@@ -107,7 +107,8 @@ static void init_env(struct rcoll_comm *c)
     int n = c->nranks, rank = c->rank;
     c->env.rank = rank;
     c->env.nranks = n;
-    c->env.chunk_size = rcoll_config.chunk_size;
+    if (!c->env.chunk_size) /* (set with the transports: core/setup.c) */
+        c->env.chunk_size = rcoll_config.chunk_size;
     c->env.tls = c->peer_tl;
     c->env.eps = c->eps;
     c->env.tune_cache = c->tune_cache;
@@ -205,7 +206,7 @@ static rcoll_status_t init_start(struct rcoll_comm *c)
                  "%s%s", i ? "," : "", c->tls[i]->name);
     rcoll_info(RCOLL_SUBSYS_INIT, "rank %d of %d ready: transports %s, "
                "chunk %zu bytes, %d slots", c->rank, c->nranks,
-               c->ntls ? names : "none", rcoll_config.chunk_size,
+               c->ntls ? names : "none", c->env.chunk_size,
                rcoll_config.nslots);
     return RCOLL_OK;
 }

@@ -208,6 +208,38 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
     return RCOLL_OK;
 }
 
+/* The communicator's chunk (every transport's slot payload), the same on
+ * every rank: RCOLL_CHUNK_SIZE, lowered when the rank with the most
+ * shared-memory peers would need more than RCOLL_SHM_BUDGET for their
+ * receive rings. */
+static void choose_chunk(struct rcoll_comm *c, const uint8_t *tl_of)
+{
+    int n = c->nranks, most = 0, over = 0, shm = 0;
+    while (rcoll_transports[shm] && rcoll_transports[shm] != &rcoll_tl_shm_ops)
+        shm++;
+    for (int a = 0; a < n; a++) {
+        int k = 0;
+        for (int b = 0; b < n; b++)
+            k += tl_of[(size_t)a * n + b] == shm + 1;
+        most = RCOLL_MAX(most, k);
+    }
+    size_t want = rcoll_config.chunk_size;
+    c->env.chunk_size = rcoll_tl_chunk_fit(want, rcoll_config.nslots, most,
+                                           &over);
+    if (c->rank != 0)
+        return;
+    if (over)
+        rcoll_warn("%d shared-memory peers per rank need more than "
+                   "RCOLL_SHM_BUDGET=%zu bytes of /dev/shm per rank even "
+                   "with %zu-byte chunks: raise it, or lower RCOLL_NSLOTS",
+                   most, rcoll_config.shm_budget, c->env.chunk_size);
+    else if (c->env.chunk_size < want)
+        rcoll_info(RCOLL_SUBSYS_INIT, "chunk %zu bytes, not %zu "
+                   "(RCOLL_CHUNK_SIZE): the receive rings of %d "
+                   "shared-memory peers per rank fit RCOLL_SHM_BUDGET=%zu",
+                   c->env.chunk_size, want, most, rcoll_config.shm_budget);
+}
+
 /* Opens transport ops for the pairs marked in `pairs` (collective: every
  * rank calls it for the same transports in the same order). */
 static rcoll_status_t open_one(struct rcoll_comm *c,
@@ -228,7 +260,7 @@ static rcoll_status_t open_one(struct rcoll_comm *c,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
     rcoll_tl_params_t tp = {
         .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
-        .epfd = c->epfd, .chunk_size = rcoll_config.chunk_size,
+        .epfd = c->epfd, .chunk_size = c->env.chunk_size,
         .nslots = rcoll_config.nslots, .ev = &c->tl_events,
         .pairs = pairs, .timeout = c->timeout};
     rcoll_status_t st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
@@ -273,6 +305,7 @@ rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
     tune_inputs(c, offers);
     if ((st = pick_transports(c, offers, tl_of)) != RCOLL_OK)
         goto out;
+    choose_chunk(c, tl_of);
     rcoll__engine_tl_events(c);
     for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++) {
         int used = 0;

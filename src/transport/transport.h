@@ -269,6 +269,11 @@ static inline void rcoll_tl_peer_failed(const rcoll_tl_params_t *p, int peer,
     p->ev->peer_failed(p->ev->arg, peer, RCOLL_ERR_REMOTE, msg);
 }
 
+/* The pipeline chunk for RCOLL_CHUNK_SIZE = chunk when a rank has `peers`
+ * shared-memory peers, within RCOLL_SHM_BUDGET (transport.c); *over is
+ * set when even the smallest chunk misses it. */
+size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over);
+
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];
 

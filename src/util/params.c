@@ -277,6 +277,12 @@ static const param_t params[] = {
       "/dev/shm segment), through which ranks that all share one host run "
       "small collectives with flags instead of messages; 0 turns the area "
       "off"),
+    P("SHM_BUDGET", "15M", "size", shm_budget, size,
+      "the most /dev/shm bytes one rank's segment takes (its receive rings, "
+      "one per local peer, and its shared area): where the host's ranks "
+      "need more at RCOLL_CHUNK_SIZE, the communicator's chunk is lowered "
+      "(4 KiB steps, not below 4 KiB) until the rings fit, so memory grows "
+      "with the ranks of a host, not their square; 0: no bound"),
     P("SHM_AREA_MAX", "16K", "size", shm_area_max, size,
       "the largest input per rank (bytes) that a collective runs through "
       "the shared area (RCOLL_SHM_AREA); all-reduce, reduce and "
@@ -446,7 +452,8 @@ static const char *const shared_params[] = {
     "RCOLL_TCP_NSOCKS",  "RCOLL_P2P_EAGER",       "RCOLL_IB_QPS_PER_PEER",
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
-    "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX"};
+    "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX",
+    "RCOLL_SHM_BUDGET"};
 
 int rcoll_config_is_shared(int i)
 {

@@ -40,6 +40,7 @@ typedef struct {
     size_t shm_cma_max;         /* and for transfers up to this size */
     int shm_cma_all;            /* also for chunks the receiver reduces */
     size_t shm_area;            /* shared-area buffer bytes (coll/area.c) */
+    size_t shm_budget;          /* most /dev/shm bytes per rank's segment */
     size_t shm_area_max;        /* largest input that takes the area */
     size_t shm_rndv_min;        /* shm: whole transfers (RCOLL_TL_WHOLE)
                                    from this size in one single-copy

@@ -554,19 +554,16 @@ static void acceptor_drop(rcoll_acceptor_t *a, int i, const char *why)
     a->dropped++;
 }
 
-/* accepts what is waiting on the listener; each gets its nonce at once */
+/* accepts what is waiting on the listener while there is room for its
+ * handshake; each gets its nonce at once */
 static void acceptor_take(rcoll_acceptor_t *a)
 {
-    for (;;) {
+    while (a->npend < RCOLL_AUTH_PENDING_MAX) {
         int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE)
                 a->nofile = errno; /* the loop fails: nothing else frees one */
             return;
-        }
-        if (a->npend == RCOLL_AUTH_PENDING_MAX) {
-            /* a flood: the oldest pending connection goes first */
-            acceptor_drop(a, 0, "too many connections in their handshake");
         }
         rcoll_auth_pending_t *p = &a->pend[a->npend];
         p->fd = fd;
@@ -654,7 +651,10 @@ static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
             return rcoll__set_error(RCOLL_ERR_TIMEOUT, "%s: no peer "
                                     "connected within RCOLL_TIMEOUT", a->who);
         int np = 0;
-        pfd[np++] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
+        /* full: the next connections wait in the backlog */
+        pfd[np++] = (struct pollfd){
+            .fd = a->lfd,
+            .events = a->npend < RCOLL_AUTH_PENDING_MAX ? POLLIN : 0};
         double wake = deadline;
         for (int i = 0; i < a->npend; i++) {
             pfd[np++] = (struct pollfd){.fd = a->pend[i].fd, .events = POLLIN};

@@ -81,7 +81,10 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
  * connections at once, so that a stranger who connects and stays silent,
  * sends garbage, or presents another job's secret delays nobody: each
  * connection in its handshake has RCOLL_AUTH_PENDING_S seconds, and is
- * dropped (with a warning) when it fails or runs out of time. */
+ * dropped (with a warning) when it fails or runs out of time. At most
+ * RCOLL_AUTH_PENDING_MAX are in their handshake; more wait in the
+ * listener's backlog (hundreds of ranks of one host connect at once, and
+ * on a loaded host their hellos come late: none is dropped for that). */
 #define RCOLL_AUTH_PENDING_MAX 64
 #define RCOLL_AUTH_PENDING_S 10.0
 typedef struct {

@@ -1,0 +1,39 @@
+#!/bin/sh
+# RCOLL_SHM_BUDGET bounds a rank's /dev/shm segment by lowering the
+# communicator's chunk: 4 ranks with a 1 MiB budget run at the chunk the
+# budget allows (68 KiB: 3 rings of 4 slots and the shared area), and with
+# a 64 KiB budget (below what 4 KiB chunks need) at 4 KiB chunks with a
+# warning; results bit-exact both times (test_coll); rcoll-info -m shows
+# the chunk for 64 ranks.
+# Usage: test_shm_budget.sh BUILDDIR
+B=$1
+L="$B/tests/logs/shm_budget"
+mkdir -p "$L"
+RUN="$B/tools/rcoll-run"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+N=1,1023,17409,70001,300000
+C=allreduce,allgather,broadcast,reduce_scatter,sendrecv
+
+env RCOLL_TRANSPORTS=shm RCOLL_SHM_BUDGET=1M RCOLL_DEBUG=info \
+    RCOLL_DEBUG_SUBSYS=init "$RUN" -n 4 "$B/tests/test_coll" -q -C $C -N $N \
+    > "$L/1m.out" 2>&1 || fail "1 MiB budget: test_coll failed"
+grep "test_coll:" "$L/1m.out"
+grep -q "chunk 69632 bytes, not 524288 (RCOLL_CHUNK_SIZE)" "$L/1m.out" ||
+    fail "1 MiB budget: no 69632-byte chunk announced"
+n=$(grep -c "ready: transports shm, chunk 69632 bytes" "$L/1m.out")
+[ "$n" = 4 ] || fail "1 MiB budget: $n of 4 ranks report the 69632-byte chunk"
+
+env RCOLL_TRANSPORTS=shm RCOLL_SHM_BUDGET=64K "$RUN" -n 4 \
+    "$B/tests/test_coll" -q -C $C -N $N > "$L/64k.out" 2>&1 ||
+    fail "64 KiB budget: test_coll failed"
+grep "test_coll:" "$L/64k.out"
+grep -q "need more than RCOLL_SHM_BUDGET=65536 bytes of /dev/shm per rank even with 4096-byte chunks" \
+    "$L/64k.out" || fail "64 KiB budget: no warning that it cannot be met"
+
+"$B/tools/rcoll-info" -m 64 > "$L/info.out" 2>&1
+grep -q "chunk 61440 bytes when all 64 ranks share a host" "$L/info.out" ||
+    fail "rcoll-info -m 64 does not show the lowered chunk"
+grep "chunk\|shm " "$L/info.out"
+echo "shm budget: $fails failures"
+[ $fails = 0 ]
