@@ -1,12 +1,16 @@
 /* Unit tests of parsing and validation code: sizes, transport lists,
  * RCOLL_ALGO, SipHash (the connection MAC), hex, the unique id, addresses,
- * block partitions, the schedule builders' shapes. */
+ * block partitions, the schedule builders' shapes; the bootstrap ring's
+ * all-gather with blocks larger than its sockets' buffers. */
 #include "bootstrap/bootstrap.h"
 #include "coll/sched.h"
 #include "util/params.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -315,9 +319,77 @@ static void test_tuner(void)
     CHECK(c1 <= c2, "chain chunk %zu for 4 MiB > %zu for 256 MiB", c1, c2);
 }
 
+/* The ring all-gather with 1 MiB blocks over socket pairs of 4 KiB
+ * buffers, one thread per rank: every rank sends before it receives, so a
+ * send that waited for its whole block to leave would hold the ring until
+ * the timeout. Every block must arrive intact. */
+#define RING_N 3
+#define RING_BLOCK ((size_t)1 << 20)
+typedef struct {
+    rcoll_bootstrap_t bs;
+    unsigned char *buf;
+    rcoll_status_t st;
+} ring_rank_t;
+
+static void *ring_rank(void *arg)
+{
+    ring_rank_t *rr = arg;
+    rr->st = rcoll_bootstrap_allgather(&rr->bs, rr->buf, RING_BLOCK);
+    return NULL;
+}
+
+static void test_boot_ring_big_blocks(void)
+{
+    ring_rank_t rr[RING_N];
+    rcoll_boot_peer_t peers[RING_N];
+    pthread_t th[RING_N];
+    memset(rr, 0, sizeof(rr));
+    memset(peers, 0, sizeof(peers));
+    for (int r = 0; r < RING_N; r++) {
+        int sv[2], small = 4096;
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+            CHECK(0, "socketpair");
+            return;
+        }
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+        setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+        rr[r].bs.next_fd = sv[0];                  /* r -> r + 1 */
+        rr[(r + 1) % RING_N].bs.prev_fd = sv[1];
+        rr[r].bs.rank = r;
+        rr[r].bs.nranks = RING_N;
+        rr[r].bs.listen_fd = -1;
+        rr[r].bs.peers = peers;
+        rr[r].bs.timeout = 20;
+        snprintf(peers[r].hostname, sizeof(peers[r].hostname), "here");
+        rr[r].buf = calloc(RING_N, RING_BLOCK);
+        for (size_t i = 0; rr[r].buf && i < RING_BLOCK; i++)
+            rr[r].buf[(size_t)r * RING_BLOCK + i] =
+                (unsigned char)(i * 131 + (size_t)r * 7 + i / 4099);
+    }
+    for (int r = 0; r < RING_N; r++)
+        pthread_create(&th[r], NULL, ring_rank, &rr[r]);
+    for (int r = 0; r < RING_N; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < RING_N; r++) {
+        CHECK(rr[r].st == RCOLL_OK, "ring all-gather of 1 MiB blocks: rank %d: "
+              "%s", r, rcoll_status_string(rr[r].st));
+        size_t bad = 0;
+        for (int q = 0; rr[r].buf && q < RING_N; q++)
+            for (size_t i = 0; i < RING_BLOCK; i++)
+                bad += rr[r].buf[(size_t)q * RING_BLOCK + i] !=
+                       (unsigned char)(i * 131 + (size_t)q * 7 + i / 4099);
+        CHECK(rr[r].buf && bad == 0, "ring all-gather: rank %d has %zu wrong "
+              "bytes", r, bad);
+        close(rr[r].bs.next_fd);
+        close(rr[r].bs.prev_fd);
+        free(rr[r].buf);
+    }
+}
+
 int main(void)
 {
     rcoll_config_init();
+    test_boot_ring_big_blocks();
     test_tuner();
     test_sizes();
     test_lists();

@@ -439,6 +439,97 @@ static void ring_notice(rcoll_bootstrap_t *bs, const char *msg)
         rcoll_sock_send_all(bs->next_fd, notice, sizeof(notice), dl);
 }
 
+/* One ring step, both ways at once: sends BOOT_DATA and `size` bytes of
+ * sbuf to the next rank while it receives a word from the previous one
+ * and what follows it (a block into rbuf, or a notice), so that a block
+ * larger than the sockets' buffers cannot stop the ring (every rank
+ * blocked in its send). Each direction runs to its end or its error
+ * (*sst, *rst); once the send has failed, the receive has 1 s more. */
+typedef struct {
+    uint32_t w;                 /* the word received */
+    char notice[BOOT_NOTICE_LEN];
+} ring_in_t;
+
+static void ring_step(rcoll_bootstrap_t *bs, const char *sbuf, char *rbuf,
+                      size_t size, ring_in_t *in, double deadline,
+                      rcoll_status_t *sst, rcoll_status_t *rst)
+{
+    uint32_t w = BOOT_DATA;
+    size_t so = 0, ro = 0, rtot = sizeof(in->w);
+    *sst = *rst = RCOLL_OK;
+    for (;;) {
+        int sdone = *sst != RCOLL_OK || so == sizeof(w) + size;
+        int rdone = *rst != RCOLL_OK || ro == rtot;
+        if (sdone && rdone)
+            return;
+        int moved = 0;
+        if (!sdone) {
+            const char *p = so < sizeof(w) ? (const char *)&w + so
+                                           : sbuf + (so - sizeof(w));
+            size_t len = so < sizeof(w) ? sizeof(w) - so
+                                        : size - (so - sizeof(w));
+            ssize_t k = send(bs->next_fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0) {
+                so += (size_t)k;
+                moved = 1;
+            } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+                *sst = rcoll__set_error(RCOLL_ERR_REMOTE, "send: %s",
+                                        strerror(errno));
+                deadline = RCOLL_MIN(deadline, rcoll_time_sec() + 1.0);
+            }
+        }
+        if (!rdone) {
+            char *p = ro < sizeof(in->w) ? (char *)&in->w + ro
+                      : in->w == BOOT_DATA
+                          ? rbuf + (ro - sizeof(in->w))
+                          : in->notice + (ro - sizeof(in->w));
+            ssize_t k = recv(bs->prev_fd, p, rtot - ro, MSG_DONTWAIT);
+            if (k > 0) {
+                ro += (size_t)k;
+                moved = 1;
+                if (ro == sizeof(in->w)) { /* the word: what follows */
+                    if (in->w == BOOT_DATA)
+                        rtot += size;
+                    else if (in->w == BOOT_NOTICE)
+                        rtot += sizeof(in->notice);
+                    else
+                        *rst = rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                                "bad block word %08x", in->w);
+                }
+            } else if (k == 0) {
+                *rst = rcoll__set_error(RCOLL_ERR_REMOTE,
+                                        "connection closed by peer");
+            } else if (errno != EAGAIN && errno != EINTR) {
+                *rst = rcoll__set_error(RCOLL_ERR_REMOTE, "recv: %s",
+                                        strerror(errno));
+            }
+        }
+        if (moved)
+            continue;
+        double left = deadline - rcoll_time_sec();
+        if (left <= 0) {
+            if (*sst == RCOLL_OK && so < sizeof(w) + size)
+                *sst = rcoll__set_error(RCOLL_ERR_TIMEOUT, "send timed out");
+            if (*rst == RCOLL_OK && ro < rtot)
+                *rst = rcoll__set_error(RCOLL_ERR_TIMEOUT,
+                                        "receive timed out");
+            return;
+        }
+        struct pollfd pf[2];
+        int np = 0;
+        if (*sst == RCOLL_OK && so < sizeof(w) + size)
+            pf[np++] = (struct pollfd){.fd = bs->next_fd, .events = POLLOUT};
+        if (*rst == RCOLL_OK && ro < rtot)
+            pf[np++] = (struct pollfd){.fd = bs->prev_fd, .events = POLLIN};
+        if (poll(pf, (nfds_t)np, left > 0.1 ? 100 : (int)(left * 1000) + 1) <
+                0 && errno != EINTR) {
+            *sst = *rst = rcoll__set_error(RCOLL_ERR_SYSTEM, "poll: %s",
+                                           strerror(errno));
+            return;
+        }
+    }
+}
+
 rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
                                          size_t size)
 {
@@ -446,70 +537,57 @@ rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
     int n = bs->nranks, r = bs->rank;
     int next = (r + 1) % n, prev = (r + n - 1) % n;
     double deadline = rcoll_time_sec() + bs->timeout;
+    ring_in_t in;
     for (int s = 0; s < n - 1; s++) {
-        int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
-        uint32_t w = BOOT_DATA;
-        rcoll_status_t st =
-            rcoll_sock_send_all(bs->next_fd, &w, sizeof(w), deadline);
-        if (st == RCOLL_OK)
-            st = rcoll_sock_send_all(bs->next_fd, b + (size_t)sb * size, size,
-                                     deadline);
-        if (st != RCOLL_OK) {
+        size_t sb = (size_t)((r - s + n) % n), rb = (size_t)((r - s - 1 + n) % n);
+        rcoll_status_t sst, rst;
+        ring_step(bs, b + sb * size, b + rb * size, size, &in, deadline, &sst,
+                  &rst);
+        if (rst == RCOLL_OK && in.w == BOOT_NOTICE) {
+            /* news from behind: pass it on (after our whole block, so the
+             * next rank's stream stays in step) */
+            in.notice[sizeof(in.notice) - 1] = '\0';
+            if (sst == RCOLL_OK)
+                ring_notice(bs, in.notice);
+            return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told "
+                                    "by rank %d)", in.notice, r, prev);
+        }
+        if (sst != RCOLL_OK) {
             /* the next rank is gone; if it failed because of another one,
              * that news comes round the ring from our previous rank */
-            char notice[BOOT_NOTICE_LEN];
-            uint32_t w2 = 0;
+            char why[256];
+            snprintf(why, sizeof(why), "%s", rcoll_last_error());
             double dl = rcoll_time_sec() + 1.0;
-            rcoll_status_t st2 = rcoll_sock_recv_all(bs->prev_fd, &w2,
-                                                     sizeof(w2), dl);
-            while (st2 == RCOLL_OK && w2 == BOOT_DATA) { /* skip data */
-                char *skip = malloc(size);
-                st2 = skip ? rcoll_sock_recv_all(bs->prev_fd, skip, size, dl)
-                           : RCOLL_ERR_NO_MEMORY;
-                free(skip);
-                if (st2 == RCOLL_OK)
-                    st2 = rcoll_sock_recv_all(bs->prev_fd, &w2, sizeof(w2),
-                                              dl);
+            rcoll_status_t st2 = rst;
+            char *skip = malloc(size ? size : 1);
+            while (st2 == RCOLL_OK && in.w == BOOT_DATA && skip) {
+                st2 = rcoll_sock_recv_all(bs->prev_fd, &in.w, sizeof(in.w),
+                                          dl);
+                if (st2 == RCOLL_OK && in.w == BOOT_DATA)
+                    st2 = rcoll_sock_recv_all(bs->prev_fd, skip, size, dl);
+                else if (st2 == RCOLL_OK && in.w == BOOT_NOTICE)
+                    st2 = rcoll_sock_recv_all(bs->prev_fd, in.notice,
+                                              sizeof(in.notice), dl);
             }
-            if (st2 == RCOLL_OK && w2 == BOOT_NOTICE &&
-                rcoll_sock_recv_all(bs->prev_fd, notice, sizeof(notice),
-                                    dl) == RCOLL_OK) {
-                notice[sizeof(notice) - 1] = '\0';
+            free(skip);
+            if (st2 == RCOLL_OK && in.w == BOOT_NOTICE) {
+                in.notice[sizeof(in.notice) - 1] = '\0';
                 return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told "
-                                        "by rank %d)", notice, r, prev);
+                                        "by rank %d)", in.notice, r, prev);
             }
-            return rcoll__set_error(st, "bootstrap all-gather: rank %d, step "
+            return rcoll__set_error(sst, "bootstrap all-gather: rank %d, step "
                                     "%d: sending to rank %d (%s pid %d): %s",
                                     r, s, next, bs->peers[next].hostname,
-                                    (int)bs->peers[next].pid,
-                                    rcoll_last_error());
+                                    (int)bs->peers[next].pid, why);
         }
-        st = rcoll_sock_recv_all(bs->prev_fd, &w, sizeof(w), deadline);
-        if (st == RCOLL_OK && w == BOOT_NOTICE) {
-            char notice[BOOT_NOTICE_LEN];
-            st = rcoll_sock_recv_all(bs->prev_fd, notice, sizeof(notice),
-                                     deadline);
-            if (st == RCOLL_OK) {
-                notice[sizeof(notice) - 1] = '\0';
-                ring_notice(bs, notice); /* pass it on */
-                return rcoll__set_error(RCOLL_ERR_REMOTE, "%s (rank %d, told "
-                                        "by rank %d)", notice, r, prev);
-            }
-        } else if (st == RCOLL_OK && w != BOOT_DATA) {
-            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad block word %08x",
-                                  w);
-        }
-        if (st == RCOLL_OK)
-            st = rcoll_sock_recv_all(bs->prev_fd, b + (size_t)rb * size, size,
-                                     deadline);
-        if (st != RCOLL_OK) {
+        if (rst != RCOLL_OK) {
             char msg[BOOT_NOTICE_LEN];
             snprintf(msg, sizeof(msg), "bootstrap all-gather: rank %d (%s pid "
                      "%d) failed or went silent (seen by rank %d: %s)", prev,
                      bs->peers[prev].hostname, (int)bs->peers[prev].pid, r,
                      rcoll_last_error());
             ring_notice(bs, msg);
-            return rcoll__set_error(st, "%s", msg);
+            return rcoll__set_error(rst, "%s", msg);
         }
     }
     return RCOLL_OK;
