@@ -201,7 +201,8 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
                     "and rank %d (%s, transports 0x%x): check "
                     "RCOLL_TRANSPORTS on both", a, c->bs.peers[a].hostname,
                     o[a].mask, b, c->bs.peers[b].hostname, o[b].mask);
-            tl_of[a * n + b] = tl_of[b * n + a] = (uint8_t)(t + 1);
+            tl_of[(size_t)a * n + b] = tl_of[(size_t)b * n + a] =
+                (uint8_t)(t + 1);
             if (same_host && !rcoll_transports[t]->local_only)
                 c->env.link_local = rcoll_config.tune_tcp;
         }
@@ -278,7 +279,7 @@ static rcoll_status_t open_one(struct rcoll_comm *c,
         c->wait_tl = c->ntls;
     c->ntls++;
     for (int p = 0; p < n; p++)
-        if (pairs[me * n + p]) {
+        if (pairs[(size_t)me * n + p]) {
             c->eps[p] = eps[p];
             c->peer_tl[p] = ops;
         }
@@ -309,7 +310,7 @@ rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
     rcoll__engine_tl_events(c);
     for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++) {
         int used = 0;
-        for (int i = 0; i < n * n; i++) {
+        for (size_t i = 0; i < (size_t)n * n; i++) {
             pairs[i] = tl_of[i] == t + 1;
             used |= pairs[i];
         }
