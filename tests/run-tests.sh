@@ -51,7 +51,8 @@ t "dist: every source file git tracks is named in Makefile.am" 30 \
 t "unit: tcp credits across EAGAIN, ring streams (smallest and deepest window), windows, matcher unblock" 60 "$B/tests/test_transport"
 # every algorithm against a fake transport (lanes, 1-4 slots, refused and
 # zero-copy sends, random delivery, 3 skewed operations in flight, a rank
-# killed): bit-exact, no deadlock, failures name a rank (4 seeds, ~1 s)
+# killed), 2 to 33 ranks: bit-exact, no deadlock, failures name a rank
+# (4 seeds, ~12 s)
 t "protocol: every algorithm against a fake transport, seeded (lanes, credits, zero-copy, skew, a rank killed)" 60 \
     sh -c "for s in 1 2 3 4; do '$B/tests/test_protocol' 30 \$s || exit 1; done"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"

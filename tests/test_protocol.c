@@ -18,7 +18,8 @@
  *
  * Every algorithm of every collective (coll_algos; point-to-point and
  * all-to-all-v aside) runs K concurrent operations on sampled rank
- * counts, lanes, slots, chunk and message sizes; every result is checked
+ * counts (2-8, 12, 17, 31, 33: powers of two, one past and one short),
+ * lanes, slots, chunk and message sizes; every result is checked
  * element by element against a reference computed here. When nothing
  * can move and nothing is in flight, each rank sets aside what fills its
  * slots (coll_match_unblock, the engine's move after 100 ms); how often
@@ -42,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXR 8
+#define MAXR 33
 #define MAXL 3
 #define QMAX 16
 #define K 3 /* operations in flight per rank */
@@ -658,13 +659,13 @@ int main(int argc, char **argv)
         rng_s = 1;
     static const size_t counts[] = {0, 1, 5, 64, 333, 2000};
     static const size_t chunks[] = {64, 256, 1024};
-    static const int rcounts[] = {2, 3, 4, 5, 6, 8};
+    static const int rcounts[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 31, 33};
     int runs = 0, skipped = 0, kills = 0;
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
         if (!kind_tested(a->kind) || a->build == coll_area_build)
             continue;
         for (int i = 0; i < rounds; i++) {
-            nr = rcounts[rnd_n(6)];
+            nr = rcounts[rnd_n(11)];
             nl = 1 + rnd_n(MAXL);
             ns = 1 << rnd_n(3);
             p_refuse = rnd_n(30);
