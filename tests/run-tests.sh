@@ -53,7 +53,7 @@ t "unit: tcp credits across EAGAIN, ring streams (smallest and deepest window), 
 # zero-copy sends, random delivery, 3 skewed operations in flight, a rank
 # killed), 2 to 33 ranks: bit-exact, no deadlock, failures name a rank
 # (4 seeds, ~12 s)
-t "protocol: every algorithm against a fake transport, seeded (lanes, credits, zero-copy, skew, a rank killed)" 60 \
+t "protocol: every algorithm against a fake transport, seeded (lanes, credits, zero-copy, skew, a rank killed)" 180 \
     sh -c "for s in 1 2 3 4; do '$B/tests/test_protocol' 30 \$s || exit 1; done"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 # (each command's own status is checked, not a pipeline's last one; a
