@@ -3,9 +3,10 @@
  * receive from rank-1), each result checked element by element against
  * values computed here, and reports how long init took and how much
  * memory the library holds per rank: the growth of the process's
- * anonymous memory across init plus the shared memory it has touched
- * (/proc/self/smaps_rollup: Pss_Anon and Pss_Shmem, each shared page
- * split among the ranks that map it), the maxima over all ranks.
+ * anonymous memory since before init, less the test's own buffers, plus
+ * the shared memory it has touched (/proc/self/smaps_rollup: Pss_Anon and
+ * Pss_Shmem, each shared page split among the ranks that map it), the
+ * maxima over all ranks.
  * Run under rcoll-run -n N. Usage: test_scale [MAX_MIB]: exits 1 when a
  * result is wrong or a rank holds more than MAX_MIB (0: no bound). */
 #include <rcoll.h>
@@ -74,7 +75,6 @@ int main(int argc, char **argv)
         return 1;
     }
     double t_init = now() - t0;
-    long anon1 = rollup("Pss_Anon");
     int n;
     rcoll_comm_rank(c, &me);
     rcoll_comm_size(c, &n);
@@ -150,9 +150,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ring; i++)
         expect("ring exchange", i, y[i], val(prev, i));
 
-    /* what the library holds: anonymous memory grown over init (heap,
-     * thread stacks touched) and the shared memory touched by now */
-    double mib = ((anon1 - anon0) + rollup("Pss_Shmem")) / 1024.0;
+    /* what the library holds: the anonymous memory grown since before
+     * init (heap, thread stacks, buffers allocated on first use) less
+     * this test's own buffers, and the shared memory touched by now */
+    size_t mine_kib = (2 * big * 4 + (size_t)n * ag * 4 +
+                       2 * (size_t)n * aa * 4) / 1024;
+    long anon = rollup("Pss_Anon") - anon0 - (long)mine_kib;
+    double mib = ((anon > 0 ? anon : 0) + rollup("Pss_Shmem")) / 1024.0;
     double mine[2] = {mib, t_init}, most[2];
     CK(rcoll_allreduce(mine, most, 2, RCOLL_FLOAT64, RCOLL_MAX, c, NULL),
        "allreduce of the figures");
@@ -162,7 +166,7 @@ int main(int argc, char **argv)
        "allreduce of the failures");
     if (me == 0)
         printf("test_scale: %d ranks, init %.2f s (slowest rank), %.1f MiB "
-               "per rank (the most: anonymous memory added by init + "
+               "per rank (the most: anonymous memory the library added + "
                "shared memory touched), %d rank(s) with wrong results\n",
                n, most[1], most[0], anybad);
     if (max_mib > 0 && most[0] > max_mib && me == 0)

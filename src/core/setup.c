@@ -178,32 +178,39 @@ static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o)
     }
 }
 
-/* The transport of every pair: the first both offer that reaches (shared
- * memory needs the same host). tl_of[a * n + b] is its index + 1. */
+/* The transport of ranks a and b: the first both offer that reaches
+ * (shared memory needs the same host); its index + 1, 0 if none. Computed
+ * on demand from the gathered offers, so no rank keeps an n x n table. */
+static int pair_tl(const struct rcoll_comm *c, const tl_offer_t *o, int a,
+                   int b)
+{
+    uint32_t both = o[a].mask & o[b].mask;
+    int same_host = c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
+    for (int t = 0; t < RCOLL_MAX_TLS && rcoll_transports[t]; t++)
+        if ((both >> t & 1) && (!rcoll_transports[t]->local_only || same_host))
+            return t + 1;
+    return 0;
+}
+
+/* Every pair has a transport (else the error names both ranks); used[t]
+ * is set for each transport some pair uses. */
 static rcoll_status_t pick_transports(struct rcoll_comm *c,
-                                      const tl_offer_t *o, uint8_t *tl_of)
+                                      const tl_offer_t *o, int *used)
 {
     int n = c->nranks;
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++) {
-            uint32_t both = o[a].mask & o[b].mask;
-            int same_host = c->bs.peers[a].host_hash ==
-                            c->bs.peers[b].host_hash;
-            int t;
-            for (t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
-                if ((both >> t & 1) &&
-                    (!rcoll_transports[t]->local_only || same_host))
-                    break;
-            if (!rcoll_transports[t] || t == RCOLL_MAX_TLS)
+            int t = pair_tl(c, o, a, b) - 1;
+            if (t < 0)
                 return rcoll__set_error(
                     RCOLL_ERR_NO_DEVICE,
                     "no transport connects rank %d (%s, transports 0x%x) "
                     "and rank %d (%s, transports 0x%x): check "
                     "RCOLL_TRANSPORTS on both", a, c->bs.peers[a].hostname,
                     o[a].mask, b, c->bs.peers[b].hostname, o[b].mask);
-            tl_of[(size_t)a * n + b] = tl_of[(size_t)b * n + a] =
-                (uint8_t)(t + 1);
-            if (same_host && !rcoll_transports[t]->local_only)
+            used[t] = 1;
+            if (c->bs.peers[a].host_hash == c->bs.peers[b].host_hash &&
+                !rcoll_transports[t]->local_only)
                 c->env.link_local = rcoll_config.tune_tcp;
         }
     return RCOLL_OK;
@@ -213,7 +220,7 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
  * every rank: RCOLL_CHUNK_SIZE, lowered when the rank with the most
  * shared-memory peers would need more than RCOLL_SHM_BUDGET for their
  * receive rings. */
-static void choose_chunk(struct rcoll_comm *c, const uint8_t *tl_of)
+static void choose_chunk(struct rcoll_comm *c, const tl_offer_t *o)
 {
     int n = c->nranks, most = 0, over = 0, shm = 0;
     while (rcoll_transports[shm] && rcoll_transports[shm] != &rcoll_tl_shm_ops)
@@ -221,7 +228,7 @@ static void choose_chunk(struct rcoll_comm *c, const uint8_t *tl_of)
     for (int a = 0; a < n; a++) {
         int k = 0;
         for (int b = 0; b < n; b++)
-            k += tl_of[(size_t)a * n + b] == shm + 1;
+            k += b != a && pair_tl(c, o, a, b) == shm + 1;
         most = RCOLL_MAX(most, k);
     }
     size_t want = rcoll_config.chunk_size;
@@ -241,14 +248,27 @@ static void choose_chunk(struct rcoll_comm *c, const uint8_t *tl_of)
                    c->env.chunk_size, want, most, rcoll_config.shm_budget);
 }
 
-/* Opens transport ops for the pairs marked in `pairs` (collective: every
- * rank calls it for the same transports in the same order). */
-static rcoll_status_t open_one(struct rcoll_comm *c,
-                               const rcoll_tl_ops_t *ops,
-                               const uint8_t *pairs,
-                               const uint8_t secret[16])
+/* rcoll_tl_params_t's pair predicate: the pairs of transport t */
+typedef struct {
+    const struct rcoll_comm *c;
+    const tl_offer_t *o;
+    int t;
+} pair_arg_t;
+
+static int pair_is(const void *arg, int a, int b)
 {
+    const pair_arg_t *x = arg;
+    return a != b && pair_tl(x->c, x->o, a, b) == x->t + 1;
+}
+
+/* Opens transport t for its pairs (collective: every rank calls it for
+ * the same transports in the same order). */
+static rcoll_status_t open_one(struct rcoll_comm *c, int t,
+                               const tl_offer_t *o, const uint8_t secret[16])
+{
+    const rcoll_tl_ops_t *ops = rcoll_transports[t];
     int n = c->nranks, me = c->rank;
+    pair_arg_t pa = {c, o, t};
     if (!ops->local_only) {
         c->env.link = rcoll_config.tune_tcp;
         c->env.link_name = ops->name;
@@ -263,7 +283,7 @@ static rcoll_status_t open_one(struct rcoll_comm *c,
         .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
         .epfd = c->epfd, .chunk_size = c->env.chunk_size,
         .nslots = rcoll_config.nslots, .ev = &c->tl_events,
-        .pairs = pairs, .timeout = c->timeout};
+        .pair = pair_is, .pair_arg = &pa, .timeout = c->timeout};
     rcoll_status_t st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
     if (st != RCOLL_OK) {
         free(eps);
@@ -279,7 +299,7 @@ static rcoll_status_t open_one(struct rcoll_comm *c,
         c->wait_tl = c->ntls;
     c->ntls++;
     for (int p = 0; p < n; p++)
-        if (pairs[(size_t)me * n + p]) {
+        if (pair_is(&pa, me, p)) {
             c->eps[p] = eps[p];
             c->peer_tl[p] = ops;
         }
@@ -293,35 +313,23 @@ rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
                                       const uint8_t secret[16])
 {
     int n = c->nranks;
+    int used[RCOLL_MAX_TLS] = {0};
     tl_offer_t *offers = calloc((size_t)n, sizeof(*offers));
-    uint8_t *tl_of = calloc((size_t)n * (size_t)n, 1);
-    uint8_t *pairs = calloc((size_t)n * (size_t)n, 1);
     rcoll_status_t st = RCOLL_OK;
-    if (!offers || !tl_of || !pairs) {
-        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
-        goto out;
-    }
+    if (!offers)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
     if ((st = gather_offers(c, offers)) != RCOLL_OK)
         goto out;
     tune_inputs(c, offers);
-    if ((st = pick_transports(c, offers, tl_of)) != RCOLL_OK)
+    if ((st = pick_transports(c, offers, used)) != RCOLL_OK)
         goto out;
-    choose_chunk(c, tl_of);
+    choose_chunk(c, offers);
     rcoll__engine_tl_events(c);
-    for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++) {
-        int used = 0;
-        for (size_t i = 0; i < (size_t)n * n; i++) {
-            pairs[i] = tl_of[i] == t + 1;
-            used |= pairs[i];
-        }
-        if (used && (st = open_one(c, rcoll_transports[t], pairs, secret)) !=
-                        RCOLL_OK)
+    for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
+        if (used[t] && (st = open_one(c, t, offers, secret)) != RCOLL_OK)
             goto out;
-    }
 out:
     free(offers);
-    free(tl_of);
-    free(pairs);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include "bootstrap/bootstrap.h"
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* The message header every chunk carries; checked by the receiver to catch
  * ranks that called different operations. */
@@ -55,12 +56,15 @@ typedef struct {
     size_t chunk_size;
     int nslots;
     const rcoll_tl_events_t *ev;
-    /* which rank pairs this transport serves: pairs[a * nranks + b] is 1
-     * if ranks a and b talk through it (symmetric; every rank has the same
-     * matrix). A transport connects only the peers of its own row, but
-     * ctx_create is still called on every rank, since setup is collective
-     * over the bootstrap. */
-    const uint8_t *pairs;
+    /* which rank pairs this transport serves: pair(pair_arg, a, b) is 1
+     * if ranks a and b talk through it (symmetric; every rank gets the
+     * same answers; computed on demand, so no rank holds an n x n table).
+     * Valid during ctx_create and paths() only (rcoll_tl_pair). A
+     * transport connects only its own rank's pairs, but ctx_create is
+     * still called on every rank, since setup is collective over the
+     * bootstrap. */
+    int (*pair)(const void *pair_arg, int a, int b);
+    const void *pair_arg;
     double timeout;          /* the communicator's RCOLL_TIMEOUT */
 } rcoll_tl_params_t;
 
@@ -232,6 +236,23 @@ typedef struct {
     uint64_t posted;    /* the last operation whose input is published */
     uint64_t done;      /* the last operation this rank has finished */
 } rcoll_area_ctl_t;
+
+/* 1 if ranks a and b talk through the transport of p (rcoll_tl_params_t
+ * pair; during ctx_create and paths() only). */
+static inline int rcoll_tl_pair(const rcoll_tl_params_t *p, int a, int b)
+{
+    return p->pair(p->pair_arg, a, b);
+}
+
+/* This rank's row of the pairs: row[i] = rcoll_tl_pair(p, rank, i), n
+ * bytes from malloc (NULL: no memory). */
+static inline uint8_t *rcoll_tl_row(const rcoll_tl_params_t *p)
+{
+    uint8_t *row = (uint8_t *)malloc((size_t)p->nranks);
+    for (int i = 0; row && i < p->nranks; i++)
+        row[i] = (uint8_t)(i != p->rank && rcoll_tl_pair(p, p->rank, i));
+    return row;
+}
 
 /* The end of a ctx_create that failed part-way, for every transport: the
  * context is destroyed as an abort whose reason is the error being

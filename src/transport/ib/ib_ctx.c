@@ -136,8 +136,12 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
         free(ctx);
         return st;
     }
-    const uint8_t *use = p->pairs + (size_t)p->rank * (size_t)p->nranks;
+    uint8_t *use = rcoll_tl_row(p);
     int npeers = 0, nrecv = 2 * p->nslots + 8;
+    if (!use) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+        goto err;
+    }
     for (int i = 0; i < p->nranks; i++)
         npeers += i != p->rank && use[i];
     if ((st = ib_dev_open(ctx)) != RCOLL_OK)
@@ -165,9 +169,11 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
         goto err;
     for (int i = 0; i < p->nranks; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    free(use);
     *ctx_p = ctx;
     return RCOLL_OK;
 err:
+    free(use);
     return rcoll_tl_create_failed(ctx, ib_ctx_destroy, st);
 }
 

@@ -153,7 +153,6 @@ struct rcoll_tl_ctx {
     char *bounce;               /* SHM_BOUNCE bytes: misaligned reads */
     shm_ep_t **eps;             /* by rank; NULL if not ours */
     int npeers;
-    uint8_t *pairs;             /* copy of p.pairs */
     uint64_t sent_single;       /* messages sent for the peer to read from
                                    our memory (single copy) */
     uint64_t read_bytes;        /* bytes read from peers' memory */

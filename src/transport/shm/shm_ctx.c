@@ -233,28 +233,22 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     shm_addr_t *addrs = NULL;
     rcoll_status_t st;
     int n = p->nranks, r = p->rank;
-    const uint8_t *use = p->pairs + (size_t)r * (size_t)n;
 
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
     ctx->p = *p;
-    ctx->pairs = malloc((size_t)n * (size_t)n);
-    if (ctx->pairs) {
-        memcpy(ctx->pairs, p->pairs, (size_t)n * (size_t)n);
-        ctx->p.pairs = ctx->pairs; /* the caller's copy goes away */
-    }
     ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
     ctx->cma_min = rcoll_config.shm_cma_min;
     ctx->cma_max = rcoll_config.shm_cma_max;
     ctx->rndv_min = rcoll_config.shm_rndv_min;
     ctx->eps = calloc((size_t)n, sizeof(*ctx->eps));
     addrs = calloc((size_t)n, sizeof(*addrs));
-    if (!ctx->eps || !addrs || !ctx->pairs) {
+    if (!ctx->eps || !addrs) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
         goto err;
     }
     for (int i = 0; i < n; i++) {
-        if (i == r || !use[i])
+        if (i == r || !rcoll_tl_pair(p, r, i))
             continue;
         shm_ep_t *ep = calloc(1, sizeof(*ep));
         if (!ep) {
@@ -341,7 +335,6 @@ static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     if (ctx->base)
         munmap(ctx->base, ctx->len);
     free(ctx->eps);
-    free(ctx->pairs);
     free(ctx->bounce);
     free(ctx);
 }

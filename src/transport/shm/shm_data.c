@@ -31,7 +31,7 @@ int shm_ring_index(const rcoll_tl_params_t *p, int r, int s)
 {
     int idx = 0;
     for (int i = 0; i < s; i++)
-        idx += p->pairs[(size_t)r * (size_t)p->nranks + (size_t)i];
+        idx += rcoll_tl_pair(p, r, i);
     return idx;
 }
 

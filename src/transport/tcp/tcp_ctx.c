@@ -380,6 +380,7 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     rcoll_status_t st;
     int n = p->nranks, r = p->rank;
     double deadline = rcoll_time_sec() + p->timeout;
+    uint8_t *use = NULL; /* our peers */
 
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
@@ -395,7 +396,10 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
         goto err;
     }
-    const uint8_t *use = p->pairs + (size_t)r * (size_t)n; /* our peers */
+    if (!(use = rcoll_tl_row(p))) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        goto err;
+    }
     int lower = 0;
     for (int i = 0; i < r; i++)
         lower += use[i];
@@ -412,9 +416,11 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         goto err;
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+    free(use);
     *ctx_p = ctx;
     return RCOLL_OK;
 err:
+    free(use);
     return rcoll_tl_create_failed(ctx, tcp_ctx_destroy, st);
 }
 
@@ -561,8 +567,8 @@ static void tcp_describe(FILE *f)
 }
 
 /* The fewest rail pairs of any two ranks this transport joins, up to the
- * sockets per peer: every rank has every rank's rails and the same pairs
- * matrix, so all answer the same. Past 4,096 ranks (n^2 pairings) the
+ * sockets per peer: every rank has every rank's rails and the same pair
+ * answers, so all answer the same. Past 4,096 ranks (n^2 pairings) the
  * fewest rails any rank has stands in for it. */
 static int tcp_paths(rcoll_tl_ctx_t *ctx)
 {
@@ -574,7 +580,7 @@ static int tcp_paths(rcoll_tl_ctx_t *ctx)
             continue;
         }
         for (int b = a + 1; b < n && np > 1; b++)
-            if (ctx->p.pairs[(size_t)a * (size_t)n + (size_t)b])
+            if (rcoll_tl_pair(&ctx->p, a, b))
                 np = RCOLL_MIN(np, tcp_rails_pair(&ctx->rails[a],
                                                   &ctx->rails[b], pairs));
     }
