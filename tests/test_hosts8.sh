@@ -34,7 +34,7 @@ fails=0
 port=29700
 for n in "$@"; do
     port=$((port + 1))
-    per=$((n / 8))
+    per=$((n / 8)); [ $per -ge 1 ] || { echo "FAIL: $n ranks: at least 8"; fails=$((fails + 1)); continue; }
     s=$(date +%s)
     pids=""
     r=0

@@ -123,11 +123,14 @@ static void footprint(int n)
     printf("memory per communicator of %d ranks (RCOLL_CHUNK_SIZE=%zu, "
            "RCOLL_NSLOTS=%d, RCOLL_SHM_BUDGET=%zu), the most one rank "
            "allocates:\n", n, want, ns, rcoll_config.shm_budget);
-    if (chunk < want)
+    if (over)
+        printf("  chunk %zu bytes when all %d ranks share a host, and "
+               "their receive rings still pass RCOLL_SHM_BUDGET (raise it "
+               "or lower RCOLL_NSLOTS)\n", chunk, n);
+    else if (chunk < want)
         printf("  chunk %zu bytes when all %d ranks share a host: their "
-               "receive rings fit RCOLL_SHM_BUDGET%s (the chunk of every "
-               "transport in that communicator)\n", chunk, n,
-               over ? " only above 4 KiB chunks: over budget" : "");
+               "receive rings fit RCOLL_SHM_BUDGET (the chunk of every "
+               "transport in that communicator)\n", chunk, n);
     for (int i = 0; rcoll_transports[i]; i++) {
         const rcoll_tl_ops_t *t = rcoll_transports[i];
         char what[256] = "";

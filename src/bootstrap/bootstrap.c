@@ -448,6 +448,7 @@ static void ring_notice(rcoll_bootstrap_t *bs, const char *msg)
 typedef struct {
     uint32_t w;                 /* the word received */
     char notice[BOOT_NOTICE_LEN];
+    char send_err[160];         /* why the send failed */
 } ring_in_t;
 
 static void ring_step(rcoll_bootstrap_t *bs, const char *sbuf, char *rbuf,
@@ -475,6 +476,8 @@ static void ring_step(rcoll_bootstrap_t *bs, const char *sbuf, char *rbuf,
             } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
                 *sst = rcoll__set_error(RCOLL_ERR_REMOTE, "send: %s",
                                         strerror(errno));
+                snprintf(in->send_err, sizeof(in->send_err), "%s",
+                         rcoll_last_error());
                 deadline = RCOLL_MIN(deadline, rcoll_time_sec() + 1.0);
             }
         }
@@ -508,8 +511,10 @@ static void ring_step(rcoll_bootstrap_t *bs, const char *sbuf, char *rbuf,
             continue;
         double left = deadline - rcoll_time_sec();
         if (left <= 0) {
-            if (*sst == RCOLL_OK && so < sizeof(w) + size)
+            if (*sst == RCOLL_OK && so < sizeof(w) + size) {
                 *sst = rcoll__set_error(RCOLL_ERR_TIMEOUT, "send timed out");
+                snprintf(in->send_err, sizeof(in->send_err), "send timed out");
+            }
             if (*rst == RCOLL_OK && ro < rtot)
                 *rst = rcoll__set_error(RCOLL_ERR_TIMEOUT,
                                         "receive timed out");
@@ -521,10 +526,14 @@ static void ring_step(rcoll_bootstrap_t *bs, const char *sbuf, char *rbuf,
             pf[np++] = (struct pollfd){.fd = bs->next_fd, .events = POLLOUT};
         if (*rst == RCOLL_OK && ro < rtot)
             pf[np++] = (struct pollfd){.fd = bs->prev_fd, .events = POLLIN};
+        if (!np)
+            continue; /* both ended this pass (an error): the top returns */
         if (poll(pf, (nfds_t)np, left > 0.1 ? 100 : (int)(left * 1000) + 1) <
                 0 && errno != EINTR) {
             *sst = *rst = rcoll__set_error(RCOLL_ERR_SYSTEM, "poll: %s",
                                            strerror(errno));
+            snprintf(in->send_err, sizeof(in->send_err), "%s",
+                     rcoll_last_error());
             return;
         }
     }
@@ -555,8 +564,7 @@ rcoll_status_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *bs, void *buf,
         if (sst != RCOLL_OK) {
             /* the next rank is gone; if it failed because of another one,
              * that news comes round the ring from our previous rank */
-            char why[256];
-            snprintf(why, sizeof(why), "%s", rcoll_last_error());
+            const char *why = in.send_err;
             double dl = rcoll_time_sec() + 1.0;
             rcoll_status_t st2 = rst;
             char *skip = malloc(size ? size : 1);

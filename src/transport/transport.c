@@ -27,22 +27,28 @@ size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over)
         return chunk;
     if (rcoll_config.shm_area)
         fixed += RCOLL_AREA_LEN(rcoll_config.shm_area);
-#define SEG(c) (fixed + (size_t)peers * rcoll_tl_shm_ops.peer_bytes(     \
-                                            (c), nslots, what, sizeof(what)))
-    if (SEG(chunk) <= budget)
+    if (budget <= fixed) {
+        *over = 1;
+        return RCOLL_MIN(chunk, step);
+    }
+    /* OVER(c): a ring of c-byte slots passes a peer's share of the budget
+     * (a division, so nothing overflows) */
+#define OVER(c) (rcoll_tl_shm_ops.peer_bytes((c), nslots, what, sizeof(what)) \
+                > (budget - fixed) / (size_t)peers)
+    if (!OVER(chunk))
         return chunk;
-    size_t lo = step, hi = chunk / step * step; /* SEG(hi) may fit */
-    if (chunk <= step || SEG(lo) > budget) {
+    size_t lo = step, hi = chunk / step * step; /* hi may fit */
+    if (chunk <= step || OVER(lo)) {
         *over = 1;
         return RCOLL_MIN(chunk, lo);
     }
-    while (hi - lo > step) { /* SEG(lo) fits, SEG(hi) may not */
+    while (hi - lo > step) { /* lo fits, hi may not */
         size_t mid = (lo + hi) / 2 / step * step;
-        if (SEG(mid) <= budget)
+        if (!OVER(mid))
             lo = mid;
         else
             hi = mid;
     }
-    return SEG(hi) <= budget ? hi : lo;
-#undef SEG
+    return !OVER(hi) ? hi : lo;
+#undef OVER
 }

@@ -59,7 +59,8 @@ typedef struct {
     /* which rank pairs this transport serves: pair(pair_arg, a, b) is 1
      * if ranks a and b talk through it (symmetric; every rank gets the
      * same answers; computed on demand, so no rank holds an n x n table).
-     * Valid during ctx_create and paths() only (rcoll_tl_pair). A
+     * Valid during ctx_create and paths() only (rcoll_tl_pair): a context
+     * that copies the params clears its copy's pair after its last use. A
      * transport connects only its own rank's pairs, but ctx_create is
      * still called on every rank, since setup is collective over the
      * bootstrap. */
@@ -241,7 +242,7 @@ typedef struct {
  * pair; during ctx_create and paths() only). */
 static inline int rcoll_tl_pair(const rcoll_tl_params_t *p, int a, int b)
 {
-    return p->pair(p->pair_arg, a, b);
+    return p->pair ? p->pair(p->pair_arg, a, b) : 0;
 }
 
 /* This rank's row of the pairs: row[i] = rcoll_tl_pair(p, rank, i), n

@@ -653,8 +653,8 @@ static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
         int np = 0;
         /* full: the next connections wait in the backlog */
         pfd[np++] = (struct pollfd){
-            .fd = a->lfd,
-            .events = a->npend < RCOLL_AUTH_PENDING_MAX ? POLLIN : 0};
+            .fd = a->npend < RCOLL_AUTH_PENDING_MAX ? a->lfd : -1,
+            .events = POLLIN};
         double wake = deadline;
         for (int i = 0; i < a->npend; i++) {
             pfd[np++] = (struct pollfd){.fd = a->pend[i].fd, .events = POLLIN};

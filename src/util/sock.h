@@ -79,7 +79,9 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
 
 /* A listener that runs the acceptor's side of the handshake for many
  * connections at once, so that a stranger who connects and stays silent,
- * sends garbage, or presents another job's secret delays nobody: each
+ * sends garbage, or presents another job's secret delays no one else in
+ * its handshake (a flood of 64 such holds new connections in the backlog
+ * for up to RCOLL_AUTH_PENDING_S): each
  * connection in its handshake has RCOLL_AUTH_PENDING_S seconds, and is
  * dropped (with a warning) when it fails or runs out of time. At most
  * RCOLL_AUTH_PENDING_MAX are in their handshake; more wait in the

@@ -170,6 +170,8 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     for (int i = 0; i < p->nranks; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
     free(use);
+    ctx->p.pair = NULL; /* its caller's state ends with set-up */
+    ctx->p.pair_arg = NULL;
     *ctx_p = ctx;
     return RCOLL_OK;
 err:

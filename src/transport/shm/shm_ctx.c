@@ -289,6 +289,8 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         shm_unlink(ctx->name);
         ctx->named = 0;
     }
+    ctx->p.pair = NULL; /* its caller's state ends with set-up */
+    ctx->p.pair_arg = NULL;
     rcoll_debug(RCOLL_SUBSYS_NET, "shm: rank %d: %d local peers, segment "
                 "%zu bytes", r, ctx->npeers, ctx->len);
     free(addrs);

@@ -584,6 +584,9 @@ static int tcp_paths(rcoll_tl_ctx_t *ctx)
                 np = RCOLL_MIN(np, tcp_rails_pair(&ctx->rails[a],
                                                   &ctx->rails[b], pairs));
     }
+    /* the last use of the pairs: setup's state ends here */
+    ctx->p.pair = NULL;
+    ctx->p.pair_arg = NULL;
     return RCOLL_MAX(1, np);
 }
 
