@@ -130,13 +130,18 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
     s->pmark = s->sent + n;
     s->pass = 0;
     s->in_order = 0;
+    s->nspeers = s->nrpeers = 0;
     for (int i = 0; i < s->nsteps; i++) {
         const coll_step_t *t = &s->steps[i];
         s->in_order |= t->pre_send != NULL;
-        if (send_nch(s, t) > 0)
+        if (send_nch(s, t) > 0) {
+            s->nspeers += !cnt[2 * t->send_peer];
             s->ord[2 * i] = cnt[2 * t->send_peer]++;
-        if (recv_nch(s, t) > 0)
+        }
+        if (recv_nch(s, t) > 0) {
+            s->nrpeers += !cnt[2 * t->recv_peer + 1];
             s->ord[2 * i + 1] = cnt[2 * t->recv_peer + 1]++;
+        }
     }
     if (cnt != small)
         free(cnt);
@@ -523,9 +528,11 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
 static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
 {
-    int pass = (int)++s->pass;
+    int pass = (int)++s->pass, marked = 1;
     s->pmark[s->steps[s->r_step].recv_peer] = pass;
-    for (int i = s->r_step + 1; i < s->nsteps; i++) {
+    /* once every peer is marked the rest of the steps would all be passed
+     * over (a ring's are all from one peer: O(1) instead of O(steps)) */
+    for (int i = s->r_step + 1; i < s->nsteps && marked < s->nrpeers; i++) {
         coll_step_t *t = &s->steps[i];
         int q = t->recv_peer, nch = recv_nch(s, t);
         if (q < 0 || s->recv_done[i] >= nch || s->pmark[q] == pass)
@@ -533,6 +540,7 @@ static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
         if (!(t->recv_mode == RECV_COPY && t->recv_place) &&
             t->recv_mode != RECV_DISCARD) {
             s->pmark[q] = pass;
+            marked++;
             continue;
         }
         rcoll_status_t st = RCOLL_OK;
@@ -543,6 +551,7 @@ static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
             if (st != RCOLL_INPROGRESS)
                 return st;
             s->pmark[q] = pass;
+            marked++;
         } else {
             step_unplace(s, e, i);
         }
@@ -686,8 +695,8 @@ static rcoll_status_t send_step(coll_sched_t *s, const coll_env_t *e, int i,
 static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
 {
-    int pass = (int)++s->pass;
-    for (int i = s->s_step; i < s->nsteps; i++) {
+    int pass = (int)++s->pass, marked = 0;
+    for (int i = s->s_step; i < s->nsteps && marked < s->nspeers; i++) {
         coll_step_t *t = &s->steps[i];
         int total = send_nch(s, t);
         if (s->sent[i] >= total)
@@ -703,6 +712,7 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             if (s->in_order || !credits || send_blocked(s, t, total - 1))
                 break;
             s->pmark[t->send_peer] = pass;
+            marked++;
         }
     }
     while (s->s_step < s->nsteps &&

@@ -223,6 +223,8 @@ typedef struct coll_sched {
     int *sent;              /* per step: chunks sent */
     int *pmark;             /* per peer: the pass that marked it (a step
                                to or from it is behind: later ones wait) */
+    int nspeers, nrpeers;   /* distinct peers it sends to, receives from
+                               (a pass ends once it has marked them all) */
     unsigned pass;          /* sched_send / recv_ahead passes */
     int in_order;           /* sends strictly in step order (an algorithm
                                with pre_send hooks packs as it goes) */
