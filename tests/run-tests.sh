@@ -55,6 +55,11 @@ t "unit: tcp credits across EAGAIN, ring streams (smallest and deepest window), 
 # (4 seeds, ~12 s)
 t "protocol: every algorithm against a fake transport, seeded (lanes, credits, zero-copy, skew, a rank killed)" 180 \
     sh -c "for s in 1 2 3 4; do '$B/tests/test_protocol' 30 \$s || exit 1; done"
+# rcoll-sim: every algorithm at 1-257 ranks through the real executor
+# over a modelled network, a planted bug caught, the estimator's bytes
+# and rails against the formula (~30 s)
+t "sim: rcoll-sim verifies every algorithm at 1-257 ranks, catches a planted skipped block, estimates a 2-rail ring" 240 \
+    sh "$S/tests/test_sim.sh" "$B" "$S"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 # (each command's own status is checked, not a pipeline's last one; a
 # missing file must be an error exit with a message, not a signal)

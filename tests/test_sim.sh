@@ -1,0 +1,57 @@
+#!/bin/sh
+# rcoll-sim, the library's schedules, tuner and executor over a modelled
+# network in one process:
+# - verify: every algorithm at 1-40, 48, 63-65, 127-129, 255-257 ranks,
+#   on one host and on hosts of 2-4 ranks, bit-exact, no deadlock, no
+#   message left unreceived;
+# - a planted bug (rank 1 drops its first received block, at rank counts
+#   that are not powers of two) is caught at those counts and only there;
+# - estimate: a ring all-reduce's network bytes per rank are the formula's
+#   2 (n-1)/n * S * H/n, two rails carry half each, and the simulated time
+#   is within 15% above the NICs' bound.
+# Usage: test_sim.sh BUILDDIR SRCDIR
+B=$1
+S=$2
+SIM="$B/tools/rcoll-sim"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$SIM" verify > "$T/v" 2>&1
+rc=$?
+cat "$T/v"
+[ $rc -eq 0 ] || fail "verify exited $rc"
+grep -q '^rcoll-sim verify: [0-9]* runs, 0 failed' "$T/v" || fail "verify's summary"
+[ "$(grep -c ' 0 failed' "$T/v")" -ge 26 ] || fail "fewer algorithms than expected"
+
+"$SIM" verify --ranks 2-9 --plant skip-block > "$T/p" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "the planted bug went unseen (exit $rc)"
+grep '^FAIL' "$T/p" | head -3
+# every failure at 3, 5, 6, 7 or 9 ranks; all-gather's ring at each of them
+if grep '^FAIL' "$T/p" | grep -Eq ', (2|4|8) ranks'; then
+    fail "a failure at a power of two, where nothing was planted"
+fi
+for k in 3 5 6 7 9; do
+    grep -q "^FAIL allgather/ring, $k ranks" "$T/p" ||
+        fail "the planted bug at $k ranks went unseen by allgather/ring"
+done
+echo "planted skip-block: $(grep -c '^FAIL' "$T/p") failing runs, none at 2, 4, 8 ranks"
+
+"$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" allreduce 64M \
+    --algo ring > "$T/e" 2>&1 || { cat "$T/e"; fail "estimate"; }
+cat "$T/e"
+# 16 ranks on 4 hosts, S = 64 MiB, 2 NICs of 10 Gb/s per host
+awk '$1 == "ring" {
+    want = 2 * 15 / 16 * 67108864 * 4 / 16
+    if ($5 != want) { print "network bytes per rank " $5 ", want " want; exit 1 }
+    if ($6 != "50/50") { print "rails " $6 ", want 50/50"; exit 1 }
+    # each of 30 steps puts 4 MiB through a host edge of 2 x 1.25 GB/s
+    bound = 30 * 4194304 / 2.5e9 * 1e6
+    r = $3 / bound
+    printf "simulated %.0f us, %.3f x the NICs bound\n", $3, r
+    if (r < 1 || r > 1.15) exit 1
+    found = 1
+} END { if (!found) exit 1 }' "$T/e" || fail "the ring's estimate"
+grep -q "^tuner's choice: " "$T/e" || fail "no tuner's choice"
+echo "rcoll-sim: OK"
