@@ -36,28 +36,49 @@ typedef struct coll_pending {
     coll_sched_t *s;
 } coll_pending_t;
 
+/* What is kept per peer. */
+typedef struct {
+    umsg_q_t q;               /* messages set aside */
+    uint64_t first_out;       /* sends whose first message left */
+    coll_pending_t *pending;  /* unmatched receives */
+} mpeer_t;
+
+/* Peers come in pages of MATCH_PAGE, each allocated when something is
+ * first received from or sent point to point to one of its peers: a rank
+ * that talks to a few neighbours of many thousands keeps a few pages. */
+#define MATCH_PAGE 64
+
 struct coll_match {
     int nranks;
     size_t max, bytes, msgs, peak;
-    uint64_t *first_out;      /* by peer: sends whose first message left */
-    coll_pending_t **pending; /* by peer: unmatched receives */
-    umsg_q_t q[];
+    mpeer_t *page[];          /* (nranks + MATCH_PAGE - 1) / MATCH_PAGE */
 };
+
+/* Peer p's state, its page allocated if need be (NULL: no memory). */
+static mpeer_t *mpeer(struct coll_match *m, int p)
+{
+    mpeer_t **pg = &m->page[p / MATCH_PAGE];
+    if (!*pg && !(*pg = calloc(MATCH_PAGE, sizeof(mpeer_t))))
+        return NULL;
+    return &(*pg)[p % MATCH_PAGE];
+}
+
+/* Peer p's state to read: an empty one when its page was never needed. */
+static const mpeer_t *mpeer_r(const struct coll_match *m, int p)
+{
+    static const mpeer_t none;
+    const mpeer_t *pg = m->page[p / MATCH_PAGE];
+    return pg ? &pg[p % MATCH_PAGE] : &none;
+}
 
 struct coll_match *coll_match_create(int nranks, size_t max)
 {
-    struct coll_match *m =
-        calloc(1, sizeof(*m) + (size_t)nranks * sizeof(umsg_q_t));
+    size_t npages = ((size_t)nranks + MATCH_PAGE - 1) / MATCH_PAGE;
+    struct coll_match *m = calloc(1, sizeof(*m) + npages * sizeof(mpeer_t *));
     if (!m)
         return NULL;
     m->nranks = nranks;
     m->max = max;
-    m->first_out = calloc((size_t)nranks, sizeof(*m->first_out));
-    m->pending = calloc((size_t)nranks, sizeof(*m->pending));
-    if (!m->first_out || !m->pending) {
-        coll_match_destroy(m);
-        return NULL;
-    }
     return m;
 }
 
@@ -70,23 +91,32 @@ struct coll_match *coll_match_create(int nranks, size_t max)
  * earlier receive from that peer with its tag is still unmatched. */
 int coll_p2p_send_may_start(const coll_sched_t *s, const coll_env_t *e)
 {
-    return e->match->first_out[s->root] == s->seq;
+    if (!mpeer(e->match, s->root)) {
+        rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d: send to rank %d: "
+                         "no memory for the matching state", e->rank,
+                         s->root);
+        return -1;
+    }
+    return mpeer_r(e->match, s->root)->first_out == s->seq;
 }
 
 void coll_p2p_send_started(const coll_sched_t *s, const coll_env_t *e)
 {
-    e->match->first_out[s->root]++;
+    mpeer(e->match, s->root)->first_out++; /* (allocated by may_start) */
 }
 
 rcoll_status_t coll_p2p_recv_register(coll_sched_t *s, const coll_env_t *e)
 {
     coll_pending_t *p = malloc(sizeof(*p)), **pp;
-    if (!p)
+    mpeer_t *mp = mpeer(e->match, s->root);
+    if (!p || !mp) {
+        free(p);
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d: recv: no "
                                 "memory", e->rank);
+    }
     p->s = s;
     p->next = NULL;
-    for (pp = &e->match->pending[s->root]; *pp; pp = &(*pp)->next)
+    for (pp = &mp->pending; *pp; pp = &(*pp)->next)
         ;
     *pp = p;
     s->match = e->match;
@@ -98,7 +128,8 @@ void coll_p2p_recv_unregister(coll_sched_t *s)
     struct coll_match *m = s->match;
     if (!m)
         return;
-    for (coll_pending_t **pp = &m->pending[s->root]; *pp; pp = &(*pp)->next)
+    mpeer_t *mp = mpeer(m, s->root); /* (registered: its page exists) */
+    for (coll_pending_t **pp = &mp->pending; *pp; pp = &(*pp)->next)
         if ((*pp)->s == s) {
             coll_pending_t *p = *pp;
             *pp = p->next;
@@ -112,7 +143,8 @@ void coll_p2p_recv_unregister(coll_sched_t *s)
  * unmatched */
 static int first_of_tag(const coll_sched_t *s, const struct coll_match *m)
 {
-    for (const coll_pending_t *p = m->pending[s->root]; p; p = p->next) {
+    for (const coll_pending_t *p = mpeer_r(m, s->root)->pending; p;
+         p = p->next) {
         if (p->s == s)
             return 1;
         if (p->s->tag == s->tag)
@@ -126,19 +158,21 @@ void coll_match_destroy(struct coll_match *m)
     if (!m)
         return;
     for (int p = 0; p < m->nranks; p++) {
-        for (coll_umsg_t *u = m->q[p].head, *n; u; u = n) {
+        mpeer_t *pg = m->page[p / MATCH_PAGE];
+        if (!pg)
+            continue;
+        for (coll_umsg_t *u = pg[p % MATCH_PAGE].q.head, *n; u; u = n) {
             n = u->next;
             free(u);
         }
-        for (coll_pending_t *x = m->pending ? m->pending[p] : NULL, *n; x;
-             x = n) {
+        for (coll_pending_t *x = pg[p % MATCH_PAGE].pending, *n; x; x = n) {
             n = x->next;
             x->s->match = NULL;
             free(x);
         }
     }
-    free(m->first_out);
-    free(m->pending);
+    for (int i = 0; i < (m->nranks + MATCH_PAGE - 1) / MATCH_PAGE; i++)
+        free(m->page[i]);
     free(m);
 }
 
@@ -178,6 +212,11 @@ static rcoll_status_t set_aside(const coll_env_t *e, int peer,
 {
     struct coll_match *m = e->match;
     size_t len = h->len;
+    mpeer_t *mp = mpeer(m, peer);
+    if (!mp)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d: no memory "
+                                "for the matching state of rank %d",
+                                e->rank, peer);
     if (m->bytes + len > m->max)
         return rcoll__set_error(
             RCOLL_ERR_NO_MEMORY,
@@ -203,7 +242,7 @@ static rcoll_status_t set_aside(const coll_env_t *e, int peer,
     u->hdr = *h;
     u->next = NULL;
     e->tls[peer]->recv_release(e->eps[peer]);
-    umsg_q_t *q = &m->q[peer];
+    umsg_q_t *q = &mp->q;
     if (q->tail)
         q->tail->next = u;
     else
@@ -221,7 +260,12 @@ rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
                            const rcoll_msg_hdr_t **h, const void **payload,
                            coll_umsg_t **u)
 {
-    umsg_q_t *q = &e->match->q[peer];
+    mpeer_t *mp = mpeer(e->match, peer); /* (coll_rx_hold relies on it) */
+    if (!mp)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d: no memory "
+                                "for the matching state of rank %d",
+                                e->rank, peer);
+    const umsg_q_t *q = &mp->q;
     for (coll_umsg_t *x = q->head; x; x = x->next)
         if (mine(s, t, &x->hdr, e->match)) {
             *h = &x->hdr;
@@ -265,7 +309,7 @@ int coll_match_unblock(const coll_env_t *e)
     for (int p = 0; m && p < e->nranks; p++) {
         const rcoll_tl_ops_t *tl = e->tls[p];
         if (p == e->rank || !tl || !tl->recv_full || !e->eps[p] ||
-            m->q[p].held || !tl->recv_full(e->eps[p]))
+            mpeer_r(m, p)->q.held || !tl->recv_full(e->eps[p]))
             continue;
         for (;;) {
             const rcoll_msg_hdr_t *h;
@@ -282,7 +326,7 @@ int coll_match_unblock(const coll_env_t *e)
 
 void coll_rx_hold(const coll_env_t *e, int peer, int on)
 {
-    e->match->q[peer].held = on;
+    mpeer(e->match, peer)->q.held = on; /* (coll_rx_get made its page) */
 }
 
 void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u)
@@ -292,7 +336,7 @@ void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u)
         return;
     }
     struct coll_match *m = e->match;
-    umsg_q_t *q = &m->q[peer];
+    umsg_q_t *q = &mpeer(m, peer)->q; /* (u is in it: its page exists) */
     coll_umsg_t **pp = &q->head, *prev = NULL;
     while (*pp && *pp != u) {
         prev = *pp;

@@ -618,7 +618,10 @@ static rcoll_status_t send_step(coll_sched_t *s, const coll_env_t *e, int i,
         if (send_blocked(s, t, chunk))
             return RCOLL_OK;
         int first = s->kind == COLL_SEND && i == 0 && chunk == 0;
-        if (first && !coll_p2p_send_may_start(s, e)) {
+        int may = first ? coll_p2p_send_may_start(s, e) : 1;
+        if (may < 0)
+            return RCOLL_ERR_NO_MEMORY; /* (message set) */
+        if (!may) {
             s->waiting_peer = p;
             s->waiting_for = "an earlier send (in posting order) to";
             return RCOLL_OK;

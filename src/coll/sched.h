@@ -506,7 +506,8 @@ void coll_rx_release(const coll_env_t *e, int peer, coll_umsg_t *u);
  * memory domain still reads it (md->post): no other operation takes or
  * sets aside anything of that peer's until off. */
 void coll_rx_hold(const coll_env_t *e, int peer, int on);
-/* Point-to-point order (MPI's non-overtaking rule, coll/match.c). */
+/* Point-to-point order (MPI's non-overtaking rule, coll/match.c).
+ * may_start: 1 yes, 0 not yet, -1 no memory (error set). */
 int coll_p2p_send_may_start(const coll_sched_t *s, const coll_env_t *e);
 void coll_p2p_send_started(const coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_p2p_recv_register(coll_sched_t *s, const coll_env_t *e);
