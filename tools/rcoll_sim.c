@@ -40,6 +40,7 @@
 #include "../src/coll/sched.h"
 #include "../src/util/params.h"
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -773,11 +774,31 @@ static void plant_bug(void)
         }
 }
 
-typedef struct {
-    int runs, failed, skipped, stalled;
-} vstat_t;
+/* how many ranks schedule s sends to or receives from */
+static int distinct_peers(const coll_sched_t *s)
+{
+    unsigned char *seen = calloc((size_t)n, 1);
+    int k = 0;
+    for (int i = 0; seen && i < s->nsteps; i++) {
+        int p[2] = {s->steps[i].send_peer, s->steps[i].recv_peer};
+        for (int j = 0; j < 2; j++)
+            if (p[j] >= 0 && !seen[p[j]]) {
+                seen[p[j]] = 1;
+                k++;
+            }
+    }
+    free(seen);
+    return seen ? k : n;
+}
 
 static size_t mem_limit = (size_t)6 << 30;
+
+/* bytes malloc has handed out and not had back */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
 
 /* One algorithm at nr ranks. 0: passed, 1: failed, 2: skipped. */
 static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
@@ -815,6 +836,7 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
         s->root = root;
         s->seq = 1;
         cur = r;
+        size_t heap0 = r == 0 ? heap_in_use() : 0;
         rcoll_status_t st = coll_sched_build_algo(s, &x->env, a, chunk);
         if (st == RCOLL_ERR_NOT_SUPPORTED ||
             st == RCOLL_ERR_INVALID_ARGUMENT) {
@@ -830,9 +852,17 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
         x->state = 1;
         if (r == 0) {
             /* what all ranks' schedules and buffers will take */
-            double per = (double)s->nsteps * (sizeof(coll_step_t) + 16) +
-                         (double)n * 44 + (double)(il + ol) * 16 +
-                         sizeof(srank_t);
+            /* what its build allocated (steps, scratch), the state
+             * (4 ints a step, pmark: 1 a rank), the matching state's
+             * pages of 64 peers (2 peers a step at most), its buffers,
+             * and the slots of every peer it talks to full */
+            double peers = distinct_peers(s);
+            double pages = peers < n / 64 + 1 ? peers : n / 64 + 1;
+            double per = (double)(heap_in_use() - heap0) +
+                         (double)s->nsteps * 16 + (double)n * 4 +
+                         pages * 64 * 40 + (double)(il + ol + 2) * 8 +
+                         sizeof(srank_t) +
+                         peers * cl.slots * (double)(chunk + 96);
             if (per * n > (double)mem_limit) {
                 snprintf(why, wlen, "needs about %.1f GiB (--mem-gib)",
                          per * n / (1 << 30));
@@ -880,6 +910,17 @@ out:
     free(ref);
     world_fini();
     return rc;
+}
+
+/* 1 if name is one of the comma-separated list */
+static int in_list(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1
+                                                     : NULL)
+        if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
+            return 1;
+    return 0;
 }
 
 /* "1-64,100,257" -> the list of rank counts */
@@ -959,9 +1000,9 @@ static int verify_main(int argc, char **argv)
         if (a->kind == COLL_SEND || a->kind == COLL_RECV ||
             a->kind == COLL_ALLTOALLV || a->build == coll_area_build)
             continue;
-        if (kind && strcmp(kind, coll_kind_name(a->kind)))
+        if (kind && !in_list(kind, coll_kind_name(a->kind)))
             continue;
-        if (algo && strcmp(algo, a->name))
+        if (algo && !in_list(algo, a->name))
             continue;
         int runs = 0, bad = 0, skip = 0, lo = 0, hi = 0;
         struct timespec a0, a1;
@@ -984,8 +1025,13 @@ static int verify_main(int argc, char **argv)
             for (int l = 0; l < nlay; l++) {
                 cl.rph = layouts[l];
                 size_t c = count;
+                /* blocks of 3 elements per rank (1 above 1,024 ranks,
+                 * where an all-gather's outputs grow as n^2) */
                 if (!c && a->kind != COLL_BARRIER)
-                    c = per_rank_block(a->kind) ? 3 : 3 * (size_t)nr + 5;
+                    c = nr <= 1024 ? (per_rank_block(a->kind) ? 3
+                                                    : 3 * (size_t)nr + 5)
+                                   : (per_rank_block(a->kind) ? 1
+                                                    : (size_t)nr + 3);
                 /* chunks of 48 bytes cut every transfer into several
                  * (pipelines) up to 16 ranks; above, a quarter of the
                  * buffer, or a flat exchange's n^2 messages times many
