@@ -12,10 +12,11 @@
  * exactly as a communicator's rank does; its transport is a fake one whose
  * every endpoint is a (sender, receiver) pair with `slots` receive slots
  * and as many credits, one FIFO per direction. Time is an event queue:
- * a message occupies each resource on its path (the sender's and
+ * a message crosses each resource on its path (the sender's and
  * receiver's ports inside a host; the host's NIC, the leaf switch's
- * uplink and downlink, the peer's NIC across hosts) for bytes / bandwidth,
- * cut-through, and arrives a latency later; a released slot's credit gets
+ * uplink and downlink, the peer's NIC across hosts) in 64 KiB segments,
+ * each served by one resource after the other, first come first served,
+ * and arrives a latency later; a released slot's credit gets
  * back a latency later; a rank's copies and reductions advance its own
  * clock. A rank runs (coll_sched_progress) when something reached it;
  * events less than a quarter of the smallest latency apart are delivered
@@ -78,12 +79,32 @@ static cluster_t cl = {
 
 /* ---- simulated ranks, messages and directions ---- */
 
+struct res;
 typedef struct smsg {
     struct smsg *next;
     rcoll_msg_hdr_t h;
     char *data;              /* verify: the payload as sent */
     int arrived;
+    int di;                  /* its direction */
+    /* its path through the network model */
+    struct res *path[4];
+    double bps[4];
+    int np;
+    int segs_left;           /* segments not through the last resource */
+    double lat;
 } smsg_t;
+
+/* A message crosses the network in segments of SEG_BYTES, each served by
+ * every resource of its path in turn, first come first served, store and
+ * forward: a segment's time at a resource is at most SEG_BYTES / bandwidth
+ * of error against a cut-through network. */
+#define SEG_BYTES 65536
+typedef struct seg {
+    struct seg *next;        /* in a resource's queue */
+    smsg_t *m;
+    int hop;
+    double bytes;
+} seg_t;
 
 typedef struct {
     int a, b;                /* sender, receiver */
@@ -104,9 +125,11 @@ typedef struct {
     char err[256];
 } srank_t;
 
-typedef struct {
-    double free, busy;
+typedef struct res {
+    double busy;             /* seconds it served */
     uint64_t bytes;
+    int serving;             /* a segment is in service */
+    seg_t *qh, *qt;          /* segments waiting */
 } res_t;
 
 static int n;                /* ranks */
@@ -126,6 +149,7 @@ static int32_t *dtab;        /* open addressing: (a, b) -> dirs index */
 static size_t dtab_cap;
 
 static res_t *ltx, *lrx, *ntx, *nrx, *lup, *ldown;
+static size_t res_n_nic;     /* ntx, nrx: hosts x NICs */
 static int nleaves;
 static double now;
 static double quantum;       /* estimate: events this close run together */
@@ -134,13 +158,16 @@ static rcoll_reduce_fn_t g_host_reduce;
 
 /* ---- the event queue (a binary heap on time, then insertion order) ---- */
 
-enum { EV_DELIVER, EV_CREDIT };
+enum { EV_DELIVER, EV_CREDIT, EV_ARRIVE, EV_SERVED };
+/* DELIVER (p: the message) and CREDIT at direction dir; ARRIVE (a segment
+ * at its hop's resource) and SERVED (a segment done there) with p the
+ * segment */
 typedef struct {
     double t;
     uint64_t seq;
     int type;
     int dir;
-    smsg_t *m;
+    void *p;
 } ev_t;
 static ev_t *heap;
 static size_t nheap, heap_cap;
@@ -151,7 +178,7 @@ static int ev_less(const ev_t *x, const ev_t *y)
     return x->t < y->t || (x->t == y->t && x->seq < y->seq);
 }
 
-static int ev_push(double t, int type, int dir, smsg_t *m)
+static int ev_push(double t, int type, int dir, void *m)
 {
     if (nheap == heap_cap) {
         size_t c = heap_cap ? 2 * heap_cap : 1024;
@@ -274,37 +301,17 @@ static int leaf_of(int h)
     return cl.hosts_per_leaf > 0 ? h / cl.hosts_per_leaf : 0;
 }
 
-/* bytes through the resources of a path, cut-through: each starts when the
- * one before it has and it is free, and ends no earlier than the one
- * before it. Returns when the last byte is out of the last one. */
-static double path_use(res_t **p, const double *bps, int k, double t,
-                       double bytes)
-{
-    double start = t, end = t;
-    for (int i = 0; i < k; i++) {
-        double s = start > p[i]->free ? start : p[i]->free;
-        double d = bytes / bps[i];
-        double e = s + d > end ? s + d : end;
-        p[i]->free = e;
-        p[i]->busy += d;
-        p[i]->bytes += (uint64_t)bytes;
-        start = s;
-        end = e;
-    }
-    return end;
-}
-
 static double lat(int a, int b)
 {
     return (host_of(a) == host_of(b) ? cl.local_lat_us : cl.nic_lat_us) * 1e-6;
 }
 
-/* When a message of `bytes` that a sends to b at time t (its k-th to b)
- * arrives. */
-static double route(int a, int b, size_t bytes, uint64_t k, double t)
+/* Message m of `bytes` that a sends to b (its k-th to b): its path, and
+ * its segments into the first resource at time t. */
+static int route(smsg_t *m, int a, int b, size_t bytes, uint64_t k, double t)
 {
-    res_t *p[4];
-    double bps[4];
+    res_t **p = m->path;
+    double *bps = m->bps;
     int np = 0, ha = host_of(a), hb = host_of(b);
     if (ha == hb) {
         p[np] = &ltx[a];
@@ -327,7 +334,66 @@ static double route(int a, int b, size_t bytes, uint64_t k, double t)
         bps[np++] = nic;
         net_bytes += bytes;
     }
-    return path_use(p, bps, np, t, (double)bytes) + lat(a, b);
+    m->np = np;
+    m->lat = lat(a, b);
+    size_t nseg = bytes ? (bytes + SEG_BYTES - 1) / SEG_BYTES : 1;
+    m->segs_left = (int)nseg;
+    for (size_t i = 0; i < nseg; i++) {
+        seg_t *g = calloc(1, sizeof(*g));
+        if (!g || ev_push(t, EV_ARRIVE, 0, g)) {
+            free(g);
+            return -1;
+        }
+        g->m = m;
+        g->bytes = (double)(i + 1 < nseg ? SEG_BYTES
+                                         : bytes - i * SEG_BYTES);
+    }
+    return 0;
+}
+
+/* Segment g's service at resource r starts now. */
+static int serve(res_t *r, seg_t *g)
+{
+    double d = g->bytes / g->m->bps[g->hop];
+    r->serving = 1;
+    r->busy += d;
+    r->bytes += (uint64_t)g->bytes;
+    return ev_push(now + d, EV_SERVED, 0, g);
+}
+
+/* A network event (ARRIVE, SERVED) at time now. */
+static int net_event(const ev_t *ev)
+{
+    seg_t *g = ev->p;
+    res_t *r = g->m->path[g->hop];
+    if (ev->type == EV_ARRIVE) {
+        if (!r->serving)
+            return serve(r, g);
+        g->next = NULL;
+        if (r->qt)
+            r->qt->next = g;
+        else
+            r->qh = g;
+        r->qt = g;
+        return 0;
+    }
+    /* served: the next one waiting here starts; g goes on */
+    r->serving = 0;
+    if (r->qh) {
+        seg_t *x = r->qh;
+        r->qh = x->next;
+        if (!r->qh)
+            r->qt = NULL;
+        if (serve(r, x))
+            return -1;
+    }
+    if (++g->hop < g->m->np)
+        return net_event(&(ev_t){.type = EV_ARRIVE, .p = g});
+    smsg_t *m = g->m;
+    free(g);
+    if (--m->segs_left == 0)
+        return ev_push(now + m->lat, EV_DELIVER, m->di, m);
+    return 0;
 }
 
 /* ---- the fake transport (cur: the calling rank) ---- */
@@ -354,6 +420,7 @@ static rcoll_status_t sim_send(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t *h,
                                 "for a message");
     }
     m->h = *h;
+    m->di = di;
     if (with_data && h->len)
         memcpy(m->data, pl, h->len);
     if (d->tail)
@@ -362,12 +429,11 @@ static rcoll_status_t sim_send(rcoll_tl_ep_t *ep, const rcoll_msg_hdr_t *h,
         d->head = m;
     d->tail = m;
     d->credits--;
-    double arr = route(a, b, h->len, d->nsent++, R[a].t);
+    if (route(m, a, b, h->len, d->nsent++, R[a].t))
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rcoll-sim: no memory "
+                                "for the network's events");
     R[a].t += cl.send_us * 1e-6;
     n_msgs++;
-    if (ev_push(arr, EV_DELIVER, di, m))
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rcoll-sim: no memory "
-                                "for an event");
     if (cookie)
         coll_sched_send_done(cookie);
     return RCOLL_OK;
@@ -466,6 +532,7 @@ static int world_init(int nr)
                   : 1;
     ltx = res_alloc((size_t)n);
     lrx = res_alloc((size_t)n);
+    res_n_nic = (size_t)hosts * (size_t)cl.nics;
     ntx = res_alloc((size_t)hosts * (size_t)cl.nics);
     nrx = res_alloc((size_t)hosts * (size_t)cl.nics);
     lup = res_alloc((size_t)nleaves);
@@ -523,6 +590,19 @@ static void world_fini(void)
     dirs = NULL;
     dtab = NULL;
     ndirs = dirs_cap = dtab_cap = 0;
+    /* segments still in the network (a run that failed) */
+    for (size_t i = 0; i < nheap; i++)
+        if (heap[i].type == EV_ARRIVE || heap[i].type == EV_SERVED)
+            free(heap[i].p);
+    res_t *all[] = {ltx, lrx, ntx, nrx, lup, ldown};
+    size_t cnt[] = {(size_t)n, (size_t)n, res_n_nic, res_n_nic,
+                    (size_t)nleaves, (size_t)nleaves};
+    for (int j = 0; j < 6; j++)
+        for (size_t i = 0; all[j] && i < cnt[j]; i++)
+            for (seg_t *g = all[j][i].qh, *x; g; g = x) {
+                x = g->next;
+                free(g);
+            }
     free(heap);
     heap = NULL;
     nheap = heap_cap = 0;
@@ -650,10 +730,18 @@ static runres_t run_all(void)
         while (nheap && heap[0].t <= until) {
             ev_t ev = ev_pop();
             now = ev.t;
+            if (ev.type == EV_ARRIVE || ev.type == EV_SERVED) {
+                if (net_event(&ev)) {
+                    snprintf(rr.why, sizeof(rr.why), "rcoll-sim: no memory "
+                             "for the network's events");
+                    goto out;
+                }
+                continue;
+            }
             sdir_t *d = &dirs[ev.dir];
             int w;
             if (ev.type == EV_DELIVER) {
-                ev.m->arrived = 1;
+                ((smsg_t *)ev.p)->arrived = 1;
                 d->narrived++;
                 w = d->b;
             } else {
