@@ -58,7 +58,7 @@ t "protocol: every algorithm against a fake transport, seeded (lanes, credits, z
 # rcoll-sim: every algorithm at 1-257 ranks through the real executor
 # over a modelled network, a planted bug caught, the estimator's bytes
 # and rails against the formula (~30 s)
-t "sim: rcoll-sim verifies every algorithm at 1-257 ranks, catches a planted skipped block, estimates a 2-rail ring" 240 \
+t "sim: rcoll-sim verifies every algorithm at 1-257 ranks (5 up to 16,384), catches a planted skipped block, estimates a 2-rail ring" 240 \
     sh "$S/tests/test_sim.sh" "$B" "$S"
 t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/tests/topo"
 # (each command's own status is checked, not a pipeline's last one; a

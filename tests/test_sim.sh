@@ -4,6 +4,8 @@
 # - verify: every algorithm at 1-40, 48, 63-65, 127-129, 255-257 ranks,
 #   on one host and on hosts of 2-4 ranks, bit-exact, no deadlock, no
 #   message left unreceived;
+# - a sampled sweep up to 16,384 ranks: broadcast, reduce and barrier
+#   (trees, chains, dissemination) at 4,097 and 16,384 ranks;
 # - a planted bug (rank 1 drops its first received block, at rank counts
 #   that are not powers of two) is caught at those counts and only there;
 # - estimate: a ring all-reduce's network bytes per rank are the formula's
@@ -23,6 +25,14 @@ cat "$T/v"
 [ $rc -eq 0 ] || fail "verify exited $rc"
 grep -q '^rcoll-sim verify: [0-9]* runs, 0 failed' "$T/v" || fail "verify's summary"
 [ "$(grep -c ' 0 failed' "$T/v")" -ge 26 ] || fail "fewer algorithms than expected"
+
+"$SIM" verify --ranks 4097,16384 --kind broadcast,reduce,barrier --count 4 \
+    --mem-gib 4 > "$T/big" 2>&1
+rc=$?
+cat "$T/big"
+[ $rc -eq 0 ] || fail "verify at 4,097 and 16,384 ranks exited $rc"
+[ "$(grep -c ' runs (4097-16384 ranks), 0 failed' "$T/big")" -eq 5 ] ||
+    fail "five algorithms at 4,097-16,384 ranks"
 
 "$SIM" verify --ranks 2-9 --plant skip-block > "$T/p" 2>&1
 rc=$?

@@ -943,14 +943,20 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
             /* what its build allocated (steps, scratch), the state
              * (4 ints a step, pmark: 1 a rank), the matching state's
              * pages of 64 peers (2 peers a step at most), its buffers,
-             * and the slots of every peer it talks to full */
+             * and what it may have in flight */
             double peers = distinct_peers(s);
             double pages = peers < n / 64 + 1 ? peers : n / 64 + 1;
-            double per = (double)(heap_in_use() - heap0) +
+            double built = (double)heap_in_use() - (double)heap0;
+            double fly = 0; /* in flight: what it sends, a peer's slots */
+            for (int i = 0; i < s->nsteps; i++)
+                fly += (double)RCOLL_MIN(s->steps[i].send_bytes,
+                                         (size_t)cl.slots * chunk) + 96;
+            if (fly > peers * cl.slots * (double)(chunk + 96))
+                fly = peers * cl.slots * (double)(chunk + 96);
+            double per = (built > 0 ? built : 0) +
                          (double)s->nsteps * 16 + (double)n * 4 +
                          pages * 64 * 40 + (double)(il + ol + 2) * 8 +
-                         sizeof(srank_t) +
-                         peers * cl.slots * (double)(chunk + 96);
+                         sizeof(srank_t) + fly;
             if (per * n > (double)mem_limit) {
                 snprintf(why, wlen, "needs about %.1f GiB (--mem-gib)",
                          per * n / (1 << 30));
@@ -1122,11 +1128,13 @@ static int verify_main(int argc, char **argv)
                                                     : (size_t)nr + 3);
                 /* chunks of 48 bytes cut every transfer into several
                  * (pipelines) up to 16 ranks; above, a quarter of the
-                 * buffer, or a flat exchange's n^2 messages times many
-                 * chunks cost minutes */
+                 * whole buffer (an all-gather's output), or n^2 messages
+                 * times many chunks cost minutes */
                 size_t ch = chunk;
+                size_t all = (per_rank_block(a->kind) ? c * (size_t)nr : c) *
+                             8;
                 if (!ch)
-                    ch = nr <= 16 || c * 8 / 4 < 48 ? 48 : c * 8 / 4 / 8 * 8;
+                    ch = nr <= 16 || all / 4 < 48 ? 48 : all / 4 / 8 * 8;
                 char why[600];
                 int rc = verify_one(a, nr, c, ch, why, sizeof(why));
                 if (rc == 2) {
