@@ -155,6 +155,7 @@ static double now;
 static double quantum;       /* estimate: events this close run together */
 static uint64_t n_msgs, n_stalls, net_bytes;
 static rcoll_reduce_fn_t g_host_reduce;
+static size_t g_dts = 8;     /* the reduced type's size */
 
 /* ---- the event queue (a binary heap on time, then insertion order) ---- */
 
@@ -494,7 +495,7 @@ static void sim_copy(void *dst, const void *src, size_t bytes)
 
 static void sim_reduce(void *dst, const void *a, const void *b, size_t count)
 {
-    R[cur].t += (double)count * 8 / (cl.reduce_gbps * 1e9);
+    R[cur].t += (double)(count * g_dts) / (cl.reduce_gbps * 1e9);
     if (with_data)
         g_host_reduce(dst, a, b, count);
 }
@@ -502,6 +503,7 @@ static void sim_reduce(void *dst, const void *a, const void *b, size_t count)
 static rcoll_reduce_fn_t sim_reduce_get(rcoll_datatype_t dt, rcoll_op_t op)
 {
     g_host_reduce = coll_md_host.reduce_get(dt, op);
+    g_dts = rcoll_datatype_size(dt);
     return g_host_reduce ? sim_reduce : NULL;
 }
 
@@ -875,8 +877,10 @@ static int distinct_peers(const coll_sched_t *s)
                 k++;
             }
     }
+    if (!seen)
+        return n;
     free(seen);
-    return seen ? k : n;
+    return k;
 }
 
 static size_t mem_limit = (size_t)6 << 30;
@@ -976,6 +980,11 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
         a->kind == COLL_REDUCE_SCATTER)
         ref = ref_sums(il);
     for (int r = 0; r < n && !rc; r++) {
+        if (R[r].out[ol] != 0xeeeeeeeeeeeeeeeeULL) {
+            snprintf(why, wlen, "rank %d wrote past its output", r);
+            rc = 1;
+            break;
+        }
         if ((a->kind == COLL_REDUCE || a->kind == COLL_GATHER) && r != root)
             continue;
         for (size_t i = 0; i < ol; i++) {
@@ -994,10 +1003,6 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
                 rc = 1;
                 break;
             }
-        }
-        if (!rc && R[r].out[ol] != 0xeeeeeeeeeeeeeeeeULL) {
-            snprintf(why, wlen, "rank %d wrote past its output", r);
-            rc = 1;
         }
     }
 out:
@@ -1084,6 +1089,8 @@ static int verify_main(int argc, char **argv)
     }
     int *rl, nrl = parse_ranks(ranks, &rl);
     if (nrl <= 0) {
+        if (nrl == 0)
+            free(rl);
         fprintf(stderr, "rcoll-sim: bad --ranks %s\n", ranks);
         return 2;
     }
@@ -1101,7 +1108,7 @@ static int verify_main(int argc, char **argv)
         int runs = 0, bad = 0, skip = 0, lo = 0, hi = 0;
         struct timespec a0, a1;
         clock_gettime(CLOCK_MONOTONIC, &a0);
-        uint64_t stalls0 = n_stalls;
+        int stalled = 0;
         char skipwhy[256] = "";
         for (int j = 0; j < nrl; j++) {
             int nr = rl[j];
@@ -1136,7 +1143,9 @@ static int verify_main(int argc, char **argv)
                 if (!ch)
                     ch = nr <= 16 || all / 4 < 48 ? 48 : all / 4 / 8 * 8;
                 char why[600];
+                uint64_t st0 = n_stalls;
                 int rc = verify_one(a, nr, c, ch, why, sizeof(why));
+                stalled += n_stalls > st0;
                 if (rc == 2) {
                     skip++;
                     if (why[0] && !skipwhy[0])
@@ -1158,10 +1167,10 @@ static int verify_main(int argc, char **argv)
             }
         }
         clock_gettime(CLOCK_MONOTONIC, &a1);
-        printf("%-14s %-19s %4d runs (%d-%d ranks), %d failed, %llu needed "
+        printf("%-14s %-19s %4d runs (%d-%d ranks), %d failed, %d needed "
                "the 100 ms unblock, %d skipped, %.1f s%s%s\n",
                coll_kind_name(a->kind), a->name, runs, lo, hi, bad,
-               (unsigned long long)(n_stalls - stalls0), skip,
+               stalled, skip,
                (double)(a1.tv_sec - a0.tv_sec) +
                    (double)(a1.tv_nsec - a0.tv_nsec) * 1e-9,
                skipwhy[0] ? "; " : "", skipwhy);
@@ -1306,6 +1315,7 @@ static double bus_factor(coll_kind_t k)
     case COLL_ALLREDUCE:
         return 2.0 * (n - 1) / n;
     case COLL_ALLGATHER: case COLL_REDUCE_SCATTER: case COLL_ALLTOALL:
+    case COLL_GATHER: case COLL_SCATTER:
         return (double)(n - 1) / n;
     default:
         return 1;
@@ -1354,14 +1364,20 @@ static int estimate_main(int argc, char **argv)
     printf("\n%s of %zu bytes (%zu float32 per %s), chunk %zu\n",
            coll_kind_name(kind), bytes, cnt,
            cnt == elems ? "rank" : "block", cl.chunk);
-    /* one reservation for every rank's buffers: never touched */
-    size_t span = (size_t)cnt * 4 * (size_t)nr + 4096;
+    /* the send and the receive buffer every rank names (the same for
+     * all: nothing reads or writes them), reserved and never touched;
+     * checksums would read them */
+    rcoll_config.checksum = 0;
+    size_t half = bytes + 4096, span = 2 * half;
     char *buf = mmap(NULL, span, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     g_zero_len = cl.chunk;
     g_zero = calloc(1, g_zero_len);
     if (buf == MAP_FAILED || !g_zero) {
         fprintf(stderr, "rcoll-sim: cannot reserve %zu bytes\n", span);
+        if (buf != MAP_FAILED)
+            munmap(buf, span);
+        free(g_zero);
         return 1;
     }
     with_data = 0;
@@ -1380,6 +1396,8 @@ static int estimate_main(int argc, char **argv)
         if (world_init(nr)) {
             fprintf(stderr, "rcoll-sim: no memory for %d ranks\n", nr);
             world_fini();
+            munmap(buf, span);
+            free(g_zero);
             return 1;
         }
         double model = 0;
@@ -1389,7 +1407,7 @@ static int estimate_main(int argc, char **argv)
             coll_sched_t *s = &R[r].s;
             s->kind = kind;
             s->sendbuf = buf;
-            s->recvbuf = buf + span / 2;
+            s->recvbuf = buf + half;
             s->count = cnt;
             s->dt = RCOLL_FLOAT32;
             s->op = RCOLL_SUM;
