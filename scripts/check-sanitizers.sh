@@ -67,7 +67,7 @@ echo "== ASan took $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
 echo "== ThreadSanitizer (build-tsan)"
 if build build-tsan --enable-tsan; then
-    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
+    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 RCOLL_TEST_TIMEOUT_SCALE=3 \
      RCOLL_TEST_FILTER='nonblocking|abort_thread|abort_race|unit|p2p: .*shm, 3 ranks' make -j"$(nproc)" check 2>&1) |
         grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' > "$tmp/tsan"
     show tsan < "$tmp/tsan"

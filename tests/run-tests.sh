@@ -13,8 +13,10 @@ pass=0; fail=0; skip=0; failed=""
 t_start=$(date +%s)
 
 # t NAME TIMEOUT_S COMMAND...   exit 0 pass, 77 skip, anything else fail
+# (TIMEOUT_S times RCOLL_TEST_TIMEOUT_SCALE: the sanitizer builds run 3-20x
+# slower and set it)
 t() {
-    name=$1; limit=$2; shift 2
+    name=$1; limit=$(( $2 * ${RCOLL_TEST_TIMEOUT_SCALE:-1} )); shift 2
     if [ -n "$RCOLL_TEST_FILTER" ] && ! echo "$name" | grep -Eq "$RCOLL_TEST_FILTER"; then
         return
     fi
