@@ -13,6 +13,8 @@
 #  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
 #    follows the host-contiguous ring order, bit-exact, and the forced
 #    hierarchical algorithms fall back to the flat ring;
+#  - Rabenseifner's all-reduce with its host-first halving order, 2 x 4
+#    and 3 x 2, bit-exact;
 #  - ranks that disagree on RCOLL_RING_ORDER fail at init, saying so.
 # Usage: test_hostid.sh BUILDDIR
 B=$1
@@ -50,6 +52,11 @@ for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarc
             broadcast:chain broadcast:scatter_allgather reduce:chain; do
     go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
 done
+# Rabenseifner's all-reduce across hosts halves inside a host first: its
+# bit order follows the hosts (2 x 4 contiguous: bits 1, 0, 2; 3 x 2 on
+# host r mod 3, with extra ranks), bit-exact for every type and op
+HOSTDIV=1 go 8 2 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
+go 6 3 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
 # RCOLL_RING_ORDER must agree: init fails on every rank, naming both
 out=$("$RUN" -n 2 sh -c "[ \$RCOLL_RANK = 1 ] && export RCOLL_RING_ORDER=user;
     exec '$B/tests/test_coll' -C allreduce -N 7" 2>&1)

@@ -10,7 +10,9 @@
 #   that are not powers of two) is caught at those counts and only there;
 # - estimate: a ring all-reduce's network bytes per rank are the formula's
 #   2 (n-1)/n * S * H/n, two rails carry half each, and the simulated time
-#   is within 15% above the NICs' bound.
+#   is within 15% above the NICs' bound; Rabenseifner's all-reduce sends
+#   3/8 of S per rank over the network (its halving starts inside the
+#   host).
 # Usage: test_sim.sh BUILDDIR SRCDIR
 B=$1
 S=$2
@@ -64,4 +66,14 @@ awk '$1 == "ring" {
     found = 1
 } END { if (!found) exit 1 }' "$T/e" || fail "the ring's estimate"
 grep -q "^tuner's choice: " "$T/e" || fail "no tuner's choice"
+# Rabenseifner across hosts halves inside the host first (bits 1, 0, then
+# 3, 2): each rank sends S/8 + S/16 over the network each way (it sent
+# S/2 + S/4 when the farthest partner came first)
+"$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" allreduce 64M \
+    --algo rabenseifner > "$T/r" 2>&1 || { cat "$T/r"; fail "estimate"; }
+cat "$T/r"
+awk '$1 == "rabenseifner" { found = 1
+    want = 2 * 3 / 16 * 67108864
+    if ($5 != want) { print "network bytes per rank " $5 ", want " want; exit 1 }
+} END { if (!found) exit 1 }' "$T/r" || fail "Rabenseifner's network bytes"
 echo "rcoll-sim: OK"

@@ -386,11 +386,61 @@ static void test_boot_ring_big_blocks(void)
     }
 }
 
+/* coll_locality_init against counts worked out by hand, and the halving
+ * order of Rabenseifner's all-reduce that follows from them */
+static void test_locality(void)
+{
+    coll_locality_t l;
+    int blk8[8] = {0, 0, 0, 0, 1, 1, 1, 1}; /* 2 hosts of 4, contiguous */
+    coll_locality_init(&l, 8, blk8, 2, NULL);
+    CHECK(l.valid && l.xq[0] == 0 && l.xq[1] == 0 && l.xq[2] == 4,
+          "8 = 2 x 4 contiguous: xq %d %d %d", l.xq[0], l.xq[1], l.xq[2]);
+    CHECK(l.sq[0] == 1 && l.sq[1] == 2 && l.sq[2] == 4,
+          "8 = 2 x 4 contiguous: sq %d %d %d", l.sq[0], l.sq[1], l.sq[2]);
+    CHECK(l.ringq == 1 && l.allq == 4, "8 = 2 x 4 contiguous: ringq %d "
+          "allq %d", l.ringq, l.allq);
+    coll_env_t e;
+    memset(&e, 0, sizeof(e));
+    e.loc = l;
+    int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(&e, 8, bit);
+    CHECK(nb == 3 && bit[0] == 1 && bit[1] == 0 && bit[2] == 2,
+          "8 = 2 x 4: halving bits %d: %d %d %d (want 1 0 2)", nb, bit[0],
+          bit[1], bit[2]);
+    int mod8[8] = {0, 1, 0, 1, 0, 1, 0, 1}; /* host r mod 2 */
+    int topo[8] = {0, 2, 4, 6, 1, 3, 5, 7}; /* its host-contiguous ring */
+    coll_locality_init(&l, 8, mod8, 2, NULL);
+    CHECK(l.xq[0] == 4 && l.xq[1] == 0 && l.xq[2] == 0 && l.sq[0] == 4 &&
+              l.sq[1] == 0 && l.ringq == 4,
+          "8 on host r mod 2: xq %d %d %d sq %d %d ringq %d", l.xq[0],
+          l.xq[1], l.xq[2], l.sq[0], l.sq[1], l.ringq);
+    e.loc = l;
+    nb = coll_rabenseifner_order(&e, 8, bit);
+    CHECK(bit[0] == 2 && bit[1] == 1 && bit[2] == 0,
+          "8 on host r mod 2: halving bits %d %d %d (want 2 1 0)", bit[0],
+          bit[1], bit[2]);
+    coll_locality_init(&l, 8, mod8, 2, topo);
+    CHECK(l.ringq == 1, "8 on host r mod 2, topo ring: ringq %d", l.ringq);
+    int blk6[6] = {0, 0, 0, 1, 1, 1}; /* partners past n - 1 do not count */
+    coll_locality_init(&l, 6, blk6, 2, NULL);
+    CHECK(l.xq[0] == 1 && l.xq[1] == 1 && l.xq[2] == 2 && l.sq[2] == 2,
+          "6 = 2 x 3: xq %d %d %d sq[2] %d", l.xq[0], l.xq[1], l.xq[2],
+          l.sq[2]);
+    int one[5] = {0, 0, 0, 0, 0};
+    coll_locality_init(&l, 5, one, 1, NULL);
+    CHECK(l.valid && l.xq[2] == 0 && l.sq[0] == 0 && l.ringq == 0 &&
+              l.allq == 0, "one host: nothing crosses");
+    e.loc = l;
+    nb = coll_rabenseifner_order(&e, 4, bit);
+    CHECK(nb == 2 && bit[0] == 1 && bit[1] == 0, "one host: bits %d %d "
+          "(the higher first)", bit[0], bit[1]);
+}
+
 int main(void)
 {
     rcoll_config_init();
     test_boot_ring_big_blocks();
     test_tuner();
+    test_locality();
     test_sizes();
     test_lists();
     test_algo_config();

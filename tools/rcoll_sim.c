@@ -552,8 +552,17 @@ static int world_init(int nr)
         g_peers[r].rank = r;
     }
     int multi = hosts > 1;
+    coll_locality_t loc;
+    int *hidx = malloc((size_t)n * sizeof(int));
+    if (!hidx)
+        return -1;
+    for (int r = 0; r < n; r++)
+        hidx[r] = host_of(r);
+    coll_locality_init(&loc, n, hidx, hosts, NULL);
+    free(hidx);
     for (int r = 0; r < n; r++) {
         coll_env_t *e = &R[r].env;
+        e->loc = loc;
         e->rank = r;
         e->nranks = n;
         e->chunk_size = cl.chunk;

@@ -132,6 +132,25 @@ typedef struct {
  * outweigh a second link's bandwidth. */
 #define COLL_PATH_CHUNK_MIN ((size_t)64 << 10)
 
+/* Where the ranks' partners are, for the tuner and the log-step
+ * algorithms (coll_locality_init; the same on every rank). A host's NICs
+ * are shared by its ranks whose partner in a step is on another host: the
+ * most such ranks on one host, for each kind of step. 0 everywhere on one
+ * host; valid 0: unknown (the model then charges every step as one flow
+ * over the network). */
+#define COLL_LOC_BITS 32
+typedef struct coll_locality {
+    int valid;
+    int xq[COLL_LOC_BITS]; /* partner r ^ 2^k (the ranks that have one) */
+    int sq[COLL_LOC_BITS]; /* partner (r + 2^k) mod n */
+    int ringq;             /* ring successor (the ring order) */
+    int allq;              /* partners on other hosts when everyone talks
+                              to everyone: the most ranks on one host, if
+                              there are several hosts, else 0 */
+} coll_locality_t;
+void coll_locality_init(coll_locality_t *loc, int n, const int *host,
+                        int nhosts, const int *ring);
+
 /* What a schedule needs to know of its communicator. */
 typedef struct coll_env {
     int rank;
@@ -159,6 +178,7 @@ typedef struct coll_env {
     int paths;              /* network paths (rails) per peer pair, >= 1:
                                the transports' paths(), the same on every
                                rank */
+    coll_locality_t loc;    /* partners across hosts, per kind of step */
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
@@ -373,6 +393,9 @@ const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *env,
 double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
                       const coll_env_t *env, size_t *chunk);
 rcoll_status_t coll_algo_check_config(void);
+/* The halving bits k (partner r ^ 2^k) of Rabenseifner's all-reduce in
+ * the order it runs them; returns how many (allreduce_rabenseifner.c) */
+int coll_rabenseifner_order(const coll_env_t *e, int p, int *bit);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);

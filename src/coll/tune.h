@@ -17,6 +17,15 @@
  * kept between 4 KiB and the transport's slot size; rings and exchanges
  * use whole slots.
  *
+ * Several hosts: b is the host's network (a rail's rate times the rails,
+ * coll_env_t.paths: one message is striped over all of them), shared by
+ * the ranks of the host that talk across hosts in the same step. The
+ * log-step algorithms (recursive doubling and halving, Bruck), the flat
+ * exchanges and the rings charge each step by coll_env_t.loc: how many
+ * ranks of a host have their partner elsewhere; steps whose partners are
+ * all on the same host run on the local link. Trees and chains are
+ * charged as one flow (few of a host's ranks send in one round).
+ *
  * The hierarchical algorithms have two links: the one between ranks of a
  * host (RCOLL_TUNE_SHM when they use shared memory) for their host
  * phases, and the network for their network phase, where the host's L
@@ -40,7 +49,30 @@ struct coll_tune_model {
     size_t dts;    /* the datatype's size */
     int n, p, L, Lp, extra; /* ranks, the largest power of two <= n,
                       ceil(log2 n), log2 p, n != p */
+    double al, al_raw, bl; /* the link between ranks of one host */
+    const coll_locality_t *loc; /* partners across hosts per kind of step */
 };
+
+/* The model of a step in which q ranks of a host talk across hosts at
+ * once (coll_locality_t): they share the host's network (b / q); with
+ * q = 0 every partner is on the same host (the local link). Where the
+ * locality is unknown, the step is one flow over the network. */
+static inline coll_tune_model_t coll_tune_at(const coll_tune_model_t *m,
+                                             int q)
+{
+    coll_tune_model_t x = *m;
+    if (!m->loc || !m->loc->valid)
+        return x;
+    if (q == 0) {
+        x.a = m->al;
+        x.a_raw = m->al_raw;
+        x.b = m->bl;
+    } else if (q > 1) {
+        x.b = m->b / q;
+    }
+    return x;
+}
+
 
 static inline double coll_tune_nch(const coll_tune_model_t *m, double bytes,
                                    double c)

@@ -383,6 +383,7 @@ rcoll_status_t rcoll__placement_init(struct rcoll_comm *c)
     c->env.ring = c->ring;
     c->env.ring_pos = c->ring_pos;
     c->env.nhosts = nh;
+    coll_locality_init(&c->env.loc, n, host, nh, c->ring);
     if (c->rank == 0 && rcoll__log_level >= RCOLL_LOG_INFO) {
         char buf[512];
         size_t off = 0;

@@ -62,5 +62,11 @@ double coll_allgather_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e
 {
     (void)e;
     (void)c;
-    return m->L * m->a + (m->n - 1) * m->S / m->b + m->n * m->S / m->g;
+    double t = m->n * m->S / m->g;
+    for (int k = 0; k < m->L; k++) { /* min(2^k, n - 2^k) blocks */
+        coll_tune_model_t x = coll_tune_at(m, m->loc->sq[k]);
+        int d = 1 << k, blocks = d < m->n - d ? d : m->n - d;
+        t += x.a + blocks * m->S / x.b;
+    }
+    return t;
 }

@@ -114,6 +114,11 @@ rcoll_status_t coll_allgather_rdb(coll_sched_t *s, const coll_env_t *e)
 double coll_allgather_rdb_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     (void)e;
-    return m->Lp * m->a + (m->p - 1) * m->S * (m->extra ? 2 : 1) / m->b +
-           m->extra * 2 * coll_tune_step(m, m->S * m->n, *c, 0);
+    double t = 0;
+    for (int k = 0; k < m->Lp; k++) { /* 2^k blocks (two with extras) */
+        coll_tune_model_t x = coll_tune_at(m, m->loc->xq[k]);
+        t += x.a + (double)(1 << k) * m->S * (m->extra ? 2 : 1) / x.b;
+    }
+    coll_tune_model_t x = coll_tune_at(m, m->loc->xq[m->Lp]);
+    return t + m->extra * 2 * coll_tune_step(&x, m->S * m->n, *c, 0);
 }

@@ -36,5 +36,6 @@ rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e)
 double coll_allgather_ring_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     (void)e;
-    return (m->n - 1) * coll_tune_step(m, m->S, *c, 0);
+    coll_tune_model_t x = coll_tune_at(m, m->loc->ringq);
+    return (m->n - 1) * coll_tune_step(&x, m->S, *c, 0);
 }

@@ -79,5 +79,5 @@ double coll_allreduce_flat_cost(const coll_tune_model_t *m, const coll_env_t *e,
                (coll_tune_nch(m, m->S, *c) > 1 ? coll_tune_nch(m, m->S, *c) - 1
                                                : 0) *
                m->a +
-           (n - 1) * (m->S / m->b + m->S / m->g);
+           (n - 1) * (m->S / coll_tune_at(m, m->loc->allq).b + m->S / m->g);
 }

@@ -4,6 +4,14 @@
  * power of two <= n, the "extra" ranks r >= p first hand their data to
  * r - p (which reduces it in) and get the result back at the end.
  *
+ * The halving steps may take the bits in any order (r and r ^ 2^k agree
+ * on every bit handled before, so they split the same range); the
+ * doubling undoes them backwards. Across hosts the order puts the steps
+ * whose partners share a host first (coll_rabenseifner_order): the first
+ * halves, the largest, stay inside the host, and only 1/L of the data per
+ * rank (L ranks a host, host-contiguous) crosses the network, as in the
+ * hierarchical algorithm, in log2 steps instead of H - 1.
+ *
  * Everything happens in recvbuf (after copying the input in): halving round
  * k sends the half this rank gives up and reduces the partner's copy of
  * the half it keeps, and the two halves are disjoint; doubling rounds
@@ -19,6 +27,29 @@ static size_t blk_off(size_t count, int p, int b)
     size_t base = count / (size_t)p, rem = count % (size_t)p;
     size_t ub = (size_t)b;
     return ub * base + (ub < rem ? ub : rem);
+}
+
+/* The halving steps' bits (2^k < p), the steps with the fewest ranks of
+ * a host talking across hosts first (coll_env_t.loc), so that the large
+ * early halves stay inside a host; ties (one host, or unknown) take the
+ * higher bit first. The doubling runs them backwards. Every rank computes
+ * the same order. Returns how many. */
+int coll_rabenseifner_order(const coll_env_t *e, int p, int *bit)
+{
+    int nb = 0;
+    for (int k = COLL_LOC_BITS - 2; k >= 0; k--)
+        if ((1 << k) < p)
+            bit[nb++] = k;
+    for (int i = 1; i < nb; i++) { /* insertion sort: stable */
+        int b = bit[i], j = i;
+        int q = e->loc.valid ? e->loc.xq[b] : 0;
+        while (j > 0 && (e->loc.valid ? e->loc.xq[bit[j - 1]] : 0) > q) {
+            bit[j] = bit[j - 1];
+            j--;
+        }
+        bit[j] = b;
+    }
+    return nb;
 }
 
 rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
@@ -64,9 +95,13 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
     }
     /* block b of p: elements [OFF(b), OFF(b + 1)) */
 #define OFF(b) blk_off(s->count, p, b)
+    int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, p, bit);
+    int sib_lo[COLL_LOC_BITS], sib_hi[COLL_LOC_BITS];
     int lo = 0, hi = p;
-    for (int m = p / 2; m >= 1; m /= 2) {
-        int peer = r ^ m, mid = lo + (hi - lo) / 2;
+    for (int i = 0; i < nb; i++) {
+        /* r and r ^ m agree on every bit handled so far, so they hold the
+         * same range: the one with bit m clear keeps its lower half */
+        int m = 1 << bit[i], peer = r ^ m, mid = lo + (hi - lo) / 2;
         int klo = (r & m) ? mid : lo, khi = (r & m) ? hi : mid;
         int glo = (r & m) ? lo : mid, ghi = (r & m) ? mid : hi;
         size_t ko = OFF(klo), kb = OFF(khi) - ko;
@@ -81,20 +116,22 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
         t.recv_dst = out + ko * dts;
         t.recv_local = out + ko * dts;
         t.recv_bytes = kb * dts;
-        t.recv_mode = (m == 1 && s->op == RCOLL_AVG) ? RECV_REDUCE_AVG
-                                                     : RECV_REDUCE;
+        t.recv_mode = (i == nb - 1 && s->op == RCOLL_AVG) ? RECV_REDUCE_AVG
+                                                          : RECV_REDUCE;
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
         last = s->nsteps - 1;
+        sib_lo[i] = glo;
+        sib_hi[i] = ghi;
         lo = klo;
         hi = khi;
     }
-    /* now block r is final here; double the range back up */
-    for (int m = 1; m < p; m *= 2) {
-        int peer = r ^ m;
-        int mlo = r & ~(m - 1), plo = peer & ~(m - 1);
-        size_t mo = OFF(mlo), mb = OFF(mlo + m) - mo;
-        size_t po = OFF(plo), pb = OFF(plo + m) - po;
+    /* now [lo, hi) (one block) is final here; double the range back up in
+     * the reverse order: the partner holds the half given away there */
+    for (int i = nb - 1; i >= 0; i--) {
+        int peer = r ^ (1 << bit[i]);
+        size_t mo = OFF(lo), mb = OFF(hi) - mo;
+        size_t po = OFF(sib_lo[i]), pb = OFF(sib_hi[i]) - po;
         coll_sched_step_init(&t);
         t.send_peer = peer;
         t.send_buf = out + mo * dts;
@@ -109,6 +146,10 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
         last = s->nsteps - 1;
+        if (sib_lo[i] < lo)
+            lo = sib_lo[i];
+        else
+            hi = sib_hi[i];
     }
 #undef OFF
     if (r + p < n) { /* the result to our extra rank */
@@ -127,10 +168,14 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
 /* Each halving and doubling step waits for the whole previous one */
 double coll_allreduce_rabenseifner_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
-    (void)e;
-    double t = m->extra * (coll_tune_step(m, m->S, *c, 1) +
-                           coll_tune_step(m, m->S, *c, 0));
-    for (double h = m->S / 2; h * m->p >= m->S * 0.99 && h > 0; h /= 2)
-        t += coll_tune_step(m, h, *c, 1) + coll_tune_step(m, h, *c, 0);
+    coll_tune_model_t x = coll_tune_at(m, m->loc->xq[m->Lp]);
+    double t = m->extra * (coll_tune_step(&x, m->S, *c, 1) +
+                           coll_tune_step(&x, m->S, *c, 0));
+    int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, m->p, bit);
+    double h = m->S / 2;
+    for (int i = 0; i < nb; i++, h /= 2) {
+        x = coll_tune_at(m, m->loc->xq[bit[i]]);
+        t += coll_tune_step(&x, h, *c, 1) + coll_tune_step(&x, h, *c, 0);
+    }
     return t;
 }

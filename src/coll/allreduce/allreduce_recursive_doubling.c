@@ -103,6 +103,11 @@ rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e)
 double coll_allreduce_rd_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     (void)e;
-    return m->Lp * coll_tune_step(m, m->S, *c, 1) +
-           m->extra * 2 * coll_tune_step(m, m->S, *c, 0);
+    double t = 0;
+    for (int k = 0; k < m->Lp; k++) {
+        coll_tune_model_t x = coll_tune_at(m, m->loc->xq[k]);
+        t += coll_tune_step(&x, m->S, *c, 1);
+    }
+    coll_tune_model_t x = coll_tune_at(m, m->loc->xq[m->Lp]);
+    return t + m->extra * 2 * coll_tune_step(&x, m->S, *c, 0);
 }

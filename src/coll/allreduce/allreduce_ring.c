@@ -56,6 +56,7 @@ double coll_allreduce_ring_cost(const coll_tune_model_t *m, const coll_env_t *e,
 {
     (void)e;
     double blk = m->S / m->n;
-    return (m->n - 1) * (coll_tune_step_ovl(m, blk, *c, 1) +
-                         coll_tune_step(m, blk, *c, 0));
+    coll_tune_model_t x = coll_tune_at(m, m->loc->ringq);
+    return (m->n - 1) * (coll_tune_step_ovl(&x, blk, *c, 1) +
+                         coll_tune_step(&x, blk, *c, 0));
 }

@@ -111,7 +111,10 @@ double coll_alltoall_bruck_cost(const coll_tune_model_t *m, const coll_env_t *e,
 {
     (void)e;
     int n = m->n;
-    double h = (n + 1) / 2 * m->S;
-    return m->L * (coll_tune_step(m, h, *c, 0) + 2 * h / m->g) +
-           2 * n * m->S / m->g;
+    double h = (n + 1) / 2 * m->S, t = 2 * n * m->S / m->g;
+    for (int k = 0; k < m->L; k++) {
+        coll_tune_model_t x = coll_tune_at(m, m->loc->sq[k]);
+        t += coll_tune_step(&x, h, *c, 0) + 2 * h / m->g;
+    }
+    return t;
 }

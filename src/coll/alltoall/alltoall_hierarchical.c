@@ -137,7 +137,8 @@ rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e)
 }
 
 /* A host exchange of (L - 1) H single blocks, then (H - 1) network
- * messages of L blocks, the second waiting for the first; own blocks
+ * messages of L blocks, the second waiting for the first (the L ranks of
+ * a host send theirs through its NICs at once); own blocks
  * copied in, rows unpacked out */
 double coll_alltoall_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
@@ -149,6 +150,6 @@ double coll_alltoall_hier_cost(const coll_tune_model_t *m, const coll_env_t *e, 
     return ml.a + ((L - 1) * H - 1) * ml.a_raw +
            (L - 1) * H * ((k1 > 1 ? k1 - 1 : 0) * ml.a + m->S / ml.b) + m->a +
            (H - 2) * m->a_raw +
-           (H - 1) * ((k2 > 1 ? k2 - 1 : 0) * m->a + L * m->S / m->b) +
+           (H - 1) * ((k2 > 1 ? k2 - 1 : 0) * m->a + L * L * m->S / m->b) +
            2 * n * m->S / m->g;
 }

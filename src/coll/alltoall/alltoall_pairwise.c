@@ -102,5 +102,5 @@ double coll_alltoall_pairwise_cost(const coll_tune_model_t *m, const coll_env_t 
                (coll_tune_nch(m, m->S, *c) > 1 ? coll_tune_nch(m, m->S, *c) - 1
                                                : 0) *
                m->a +
-           net * m->S / m->b;
+           net * m->S / coll_tune_at(m, m->loc->allq).b;
 }

@@ -81,6 +81,7 @@ double coll_broadcast_scatter_allgather_cost(const coll_tune_model_t *m, const c
 {
     (void)e;
     double blk = m->S / m->n;
+    coll_tune_model_t x = coll_tune_at(m, m->loc->ringq);
     return (m->n - 1) * (m->a + blk / m->b) +
-           (m->n - 1) * coll_tune_step(m, blk, *c, 0);
+           (m->n - 1) * coll_tune_step(&x, blk, *c, 0);
 }

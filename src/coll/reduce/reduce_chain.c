@@ -55,6 +55,7 @@ rcoll_status_t coll_reduce_chain(coll_sched_t *s, const coll_env_t *e)
 double coll_reduce_chain_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     (void)e;
-    *c = coll_tune_best_chunk(m, m->S, m->n - 1);
-    return coll_tune_pipe(m, m->S, *c, m->n - 1, 1);
+    coll_tune_model_t x = coll_tune_at(m, m->loc->ringq);
+    *c = coll_tune_best_chunk(&x, m->S, m->n - 1);
+    return coll_tune_pipe(&x, m->S, *c, m->n - 1, 1);
 }

@@ -136,11 +136,14 @@ double coll_reduce_scatter_halving_cost(const coll_tune_model_t *m, const coll_e
 {
     (void)e;
     int n = m->n;
+    coll_tune_model_t x = coll_tune_at(m, m->loc->xq[m->Lp]);
     double t = (n + 1) * m->S / m->g +
-               m->extra * (coll_tune_step(m, m->S * n, *c, 1) +
-                           coll_tune_step(m, m->S, *c, 0));
-    for (double h = m->S * n / 2; h * m->p >= m->S * n * 0.99 && h > 0;
-         h /= 2)
-        t += coll_tune_step(m, h, *c, 1);
+               m->extra * (coll_tune_step(&x, m->S * n, *c, 1) +
+                           coll_tune_step(&x, m->S, *c, 0));
+    double h = m->S * n / 2;
+    for (int k = m->Lp - 1; k >= 0; k--, h /= 2) { /* partner r ^ 2^k */
+        x = coll_tune_at(m, m->loc->xq[k]);
+        t += coll_tune_step(&x, h, *c, 1);
+    }
     return t;
 }

@@ -57,5 +57,6 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
 double coll_reduce_scatter_ring_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     (void)e;
-    return (m->n - 1) * coll_tune_step_ovl(m, m->S, *c, 1);
+    coll_tune_model_t x = coll_tune_at(m, m->loc->ringq);
+    return (m->n - 1) * coll_tune_step_ovl(&x, m->S, *c, 1);
 }
