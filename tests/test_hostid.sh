@@ -15,6 +15,8 @@
 #    hierarchical algorithms fall back to the flat ring;
 #  - Rabenseifner's all-reduce with its host-first halving order, 2 x 4
 #    and 3 x 2, bit-exact;
+#  - two hosts with shared memory only: init fails on every rank, naming
+#    the pair;
 #  - ranks that disagree on RCOLL_RING_ORDER fail at init, saying so.
 # Usage: test_hostid.sh BUILDDIR
 B=$1
@@ -57,6 +59,12 @@ done
 # host r mod 3, with extra ranks), bit-exact for every type and op
 HOSTDIV=1 go 8 2 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
 go 6 3 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
+# no transport between two hosts (shared memory only): init fails on every
+# rank, naming the first such pair
+out=$(RCOLL_TRANSPORTS=shm "$RUN" -n 3 sh -c \
+    "RCOLL_HOSTID=host\$((RCOLL_RANK / 2)) exec '$B/tests/test_coll' -C allreduce -N 7" 2>&1)
+[ "$(echo "$out" | grep -c 'no transport connects rank 0 (.*) and rank 2 (.*): check RCOLL_TRANSPORTS on both')" = 3 ] ||
+    { echo "$out" | tail -n 5; echo "a pair without a transport was not reported on every rank"; fail=1; }
 # RCOLL_RING_ORDER must agree: init fails on every rank, naming both
 out=$("$RUN" -n 2 sh -c "[ \$RCOLL_RANK = 1 ] && export RCOLL_RING_ORDER=user;
     exec '$B/tests/test_coll' -C allreduce -N 7" 2>&1)

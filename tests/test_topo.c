@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "topo/topo.h"
@@ -267,8 +268,41 @@ static void ring_case(const char *hosts, int topo, const char *want_ring,
     }
 }
 
+/* 16,384 ranks dealt over 2,048 hosts: the topo ring groups them (host
+ * h: ranks h, h + 2048, ...), in well under a second (it was n^2) */
+static void ring_order_big(void)
+{
+    enum { N = 16384, H = 2048 };
+    uint64_t *id = malloc(N * sizeof(*id));
+    int *ring = malloc(N * sizeof(int)), *host = malloc(N * sizeof(int)), L;
+    if (!id || !ring || !host) {
+        free(id);
+        free(ring);
+        free(host);
+        CHECK(0, "no memory");
+        return;
+    }
+    for (int r = 0; r < N; r++)
+        id[r] = (uint64_t)(H - r % H) * 0x9e3779b97f4a7c15ULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int nh = rcoll_topo_ring_order(N, id, 1, ring, host, &L);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) +
+                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    int ok = nh == H && L == N / H;
+    for (int i = 0; i < N && ok; i++)
+        ok = ring[i] == (i % L) * H + i / L && host[ring[i]] == i / L;
+    CHECK(ok && sec < 0.5, "16,384 ranks on 2,048 hosts: %d hosts of %d, "
+          "ring %s, %.3f s", nh, L, ok ? "grouped" : "wrong", sec);
+    free(id);
+    free(ring);
+    free(host);
+}
+
 static void ring_orders(void)
 {
+    ring_order_big();
     ring_case("ABABAB", 1, "0 2 4 1 3 5", 2, 3);
     ring_case("ABABAB", 0, "0 1 2 3 4 5", 2, 0); /* interleaved: no hier */
     ring_case("AABB", 0, "0 1 2 3", 2, 2);

@@ -4,12 +4,14 @@
  * all-gather with blocks larger than its sockets' buffers. */
 #include "bootstrap/bootstrap.h"
 #include "coll/sched.h"
+#include "core/core.h"
 #include "util/params.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -435,12 +437,102 @@ static void test_locality(void)
           "(the higher first)", bit[0], bit[1]);
 }
 
+/* rcoll__pairs_summary against every pair visited, on random hosts and
+ * transport masks; then 16,384 ranks must take well under a second (the
+ * pair-by-pair loops it replaced took n^2) */
+static void test_pairs_summary(void)
+{
+    int nt = 0;
+    while (nt < RCOLL_MAX_TLS && rcoll_transports[nt])
+        nt++;
+    uint32_t all = (1u << nt) - 1, shm = 0;
+    for (int t = 0; t < nt; t++)
+        if (rcoll_transports[t] == &rcoll_tl_shm_ops)
+            shm = 1u << t;
+    uint32_t masks[] = {all, all & ~shm, shm, all, 0, all & ~shm & ~1u};
+    unsigned seed = 7;
+    enum { N = 48 };
+    uint64_t host[N];
+    uint32_t mask[N];
+    for (int iter = 0; iter < 400; iter++) {
+        int n = 1 + (int)(rand_r(&seed) % N), nh = 1 + (int)(rand_r(&seed) % 5);
+        int nm = 1 + (int)(rand_r(&seed) % 6);
+        for (int r = 0; r < n; r++) {
+            host[r] = 1000 + rand_r(&seed) % (unsigned)nh;
+            mask[r] = masks[rand_r(&seed) % (unsigned)nm];
+        }
+        rcoll_pairs_t pr;
+        CHECK(rcoll__pairs_summary(n, host, mask, &pr) == 0, "summary");
+        int local = 0, net = 0, most = 0, bad = 0;
+        uint32_t used = 0;
+        for (int a = 0; a < n; a++) {
+            int same = 0, k = 0;
+            for (int b = 0; b < n; b++) {
+                same += host[a] == host[b];
+                if (b == a)
+                    continue;
+                int t = rcoll__pair_tl_masks(mask[a], mask[b],
+                                             host[a] == host[b]);
+                if (!t) {
+                    bad = 1;
+                    continue;
+                }
+                used |= 1u << (t - 1);
+                net |= host[a] == host[b] && !rcoll_transports[t - 1]->local_only;
+                k += host[a] == host[b] && (1u << (t - 1)) == shm;
+            }
+            local = same > local ? same : local;
+            most = k > most ? k : most;
+        }
+        int badok = bad ? pr.bad_a >= 0 && pr.bad_a < pr.bad_b &&
+                              pr.bad_b < n &&
+                              !rcoll__pair_tl_masks(mask[pr.bad_a],
+                                                    mask[pr.bad_b],
+                                                    host[pr.bad_a] ==
+                                                        host[pr.bad_b])
+                        : pr.bad_a < 0;
+        CHECK(pr.local_size == local && pr.used == used &&
+                  pr.local_net == net && pr.most_shm == most && badok,
+              "pairs, %d ranks on %d hosts, %d masks: local %d/%d used "
+              "%x/%x net %d/%d shm peers %d/%d bad %d (%d, %d)", n, nh, nm,
+              pr.local_size, local, pr.used, used, pr.local_net, net,
+              pr.most_shm, most, bad, pr.bad_a, pr.bad_b);
+    }
+    enum { BIG = 16384 };
+    uint64_t *bh = malloc(BIG * sizeof(*bh));
+    uint32_t *bm = malloc(BIG * sizeof(*bm));
+    if (!bh || !bm) {
+        free(bh);
+        free(bm);
+        CHECK(0, "no memory");
+        return;
+    }
+    for (int r = 0; r < BIG; r++) {
+        bh[r] = (uint64_t)(r / 8) * 2654435761u;
+        bm[r] = all;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rcoll_pairs_t pr;
+    int rc = rcoll__pairs_summary(BIG, bh, bm, &pr);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) +
+                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(rc == 0 && pr.local_size == 8 && pr.most_shm == (shm ? 7 : 0) &&
+              pr.bad_a < 0 && sec < 0.5,
+          "16,384 ranks, 8 a host: local %d, shm peers %d, %.3f s",
+          pr.local_size, pr.most_shm, sec);
+    free(bh);
+    free(bm);
+}
+
 int main(void)
 {
     rcoll_config_init();
     test_boot_ring_big_blocks();
     test_tuner();
     test_locality();
+    test_pairs_summary();
     test_sizes();
     test_lists();
     test_algo_config();

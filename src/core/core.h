@@ -188,6 +188,20 @@ rcoll_status_t rcoll__config_agree(struct rcoll_comm *c);
 rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
                                       const uint8_t secret[16]);
 rcoll_status_t rcoll__placement_init(struct rcoll_comm *c);
+/* What the pairs of ranks need, from each rank's host and transport mask
+ * (bit t: rcoll_transports[t]), in O(n log n): a pair's transport is the
+ * first both offer that reaches (shared memory only on one host). */
+typedef struct {
+    int local_size;   /* the most ranks on one host */
+    uint32_t used;    /* bit t: some pair uses transport t */
+    int local_net;    /* some pair on one host uses a network transport */
+    int most_shm;     /* the most shared-memory peers of one rank */
+    int bad_a, bad_b; /* a pair no transport connects (bad_a < bad_b), or
+                         -1 */
+} rcoll_pairs_t;
+int rcoll__pair_tl_masks(uint32_t a, uint32_t b, int same_host);
+int rcoll__pairs_summary(int n, const uint64_t *host, const uint32_t *mask,
+                         rcoll_pairs_t *out);
 void rcoll__close_transports(struct rcoll_comm *c, int abort,
                              const char *reason);
 void rcoll__mem_reg_free(struct rcoll_comm *c, struct rcoll_mem_reg *m);

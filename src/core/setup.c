@@ -154,65 +154,192 @@ static rcoll_status_t gather_offers(struct rcoll_comm *c, tl_offer_t *o)
     return RCOLL_OK;
 }
 
-/* The tuner's inputs, the same on every rank (every rank must pick the
- * same algorithm and chunk size): the most ranks on one host, the fewest
- * cores of a host; the links start as shared memory's (pick_transports
- * and open_one slow them down). */
-static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o)
+/* The transport of two masks: the first both offer that reaches (shared
+ * memory needs the same host); its index + 1, 0 if none. */
+int rcoll__pair_tl_masks(uint32_t a, uint32_t b, int same_host)
 {
-    int n = c->nranks;
-    c->env.link = rcoll_config.tune_shm;
-    c->env.link_local = rcoll_config.tune_shm;
-    c->env.link_name = "shm";
-    c->env.paths = 1;
-    c->env.local_size = 1;
-    c->env.ncores = o[0].ncores > 0 ? o[0].ncores : 1;
-    for (int a = 0; a < n; a++) {
-        int same = 0;
-        for (int b = 0; b < n; b++)
-            same += c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
-        if (same > c->env.local_size)
-            c->env.local_size = same;
-        if (o[a].ncores > 0 && o[a].ncores < c->env.ncores)
-            c->env.ncores = o[a].ncores;
-    }
-}
-
-/* The transport of ranks a and b: the first both offer that reaches
- * (shared memory needs the same host); its index + 1, 0 if none. Computed
- * on demand from the gathered offers, so no rank keeps an n x n table. */
-static int pair_tl(const struct rcoll_comm *c, const tl_offer_t *o, int a,
-                   int b)
-{
-    uint32_t both = o[a].mask & o[b].mask;
-    int same_host = c->bs.peers[a].host_hash == c->bs.peers[b].host_hash;
+    uint32_t both = a & b;
     for (int t = 0; t < RCOLL_MAX_TLS && rcoll_transports[t]; t++)
         if ((both >> t & 1) && (!rcoll_transports[t]->local_only || same_host))
             return t + 1;
     return 0;
 }
 
+typedef struct {
+    uint64_t host;
+    uint32_t mask;
+    int rank;
+} pair_ent_t;
+
+static int pair_ent_cmp(const void *x, const void *y)
+{
+    const pair_ent_t *a = x, *b = y;
+    if (a->host != b->host)
+        return a->host < b->host ? -1 : 1;
+    if (a->mask != b->mask)
+        return a->mask < b->mask ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static void pair_bad(rcoll_pairs_t *out, int a, int b)
+{
+    if (a > b) {
+        int t = a;
+        a = b;
+        b = t;
+    }
+    if (out->bad_a < 0 || a < out->bad_a || (a == out->bad_a && b < out->bad_b)) {
+        out->bad_a = a;
+        out->bad_b = b;
+    }
+}
+
+/* Ranks sorted by (host, mask) fall into classes; the pairs of one host
+ * are checked class by class, the pairs across hosts mask by mask (a mask
+ * on two hosts, or two masks on different hosts, make a pair). */
+int rcoll__pairs_summary(int n, const uint64_t *host, const uint32_t *mask,
+                         rcoll_pairs_t *out)
+{
+    typedef struct {
+        uint32_t mask;
+        int nhosts;    /* hosts with a rank of this mask */
+        uint64_t host; /* the first of them */
+        int rep, rep2; /* a rank on it; a rank on another host, or -1 */
+    } dmask_t;
+    memset(out, 0, sizeof(*out));
+    out->bad_a = out->bad_b = -1;
+    int shm = 0;
+    while (rcoll_transports[shm] && rcoll_transports[shm] != &rcoll_tl_shm_ops)
+        shm++;
+    pair_ent_t *e = malloc((size_t)(n > 0 ? n : 1) * sizeof(*e));
+    dmask_t *dm = malloc((size_t)(n > 0 ? n : 1) * sizeof(*dm));
+    if (!e || !dm) {
+        free(e);
+        free(dm);
+        return -1;
+    }
+    for (int r = 0; r < n; r++)
+        e[r] = (pair_ent_t){host[r], mask[r], r};
+    qsort(e, (size_t)n, sizeof(*e), pair_ent_cmp);
+    int nd = 0;
+    for (int hs = 0, he; hs < n; hs = he) { /* host: e[hs, he) */
+        for (he = hs; he < n && e[he].host == e[hs].host; he++)
+            ;
+        if (he - hs > out->local_size)
+            out->local_size = he - hs;
+        /* classes of this host: runs of one mask */
+        for (int cs = hs, ce; cs < he; cs = ce) {
+            for (ce = cs; ce < he && e[ce].mask == e[cs].mask; ce++)
+                ;
+            int k = 0; /* shared-memory peers of a rank of this class */
+            for (int ds = hs, de; ds < he; ds = de) {
+                for (de = ds; de < he && e[de].mask == e[ds].mask; de++)
+                    ;
+                int cnt = de - ds - (ds == cs); /* not itself */
+                if (cnt <= 0 || ds < cs)
+                    goto count; /* no pair, or seen from the other side */
+                int t = rcoll__pair_tl_masks(e[cs].mask, e[ds].mask, 1);
+                if (!t) {
+                    pair_bad(out, e[cs].rank, e[ds == cs ? ds + 1 : ds].rank);
+                    continue;
+                }
+                out->used |= 1u << (t - 1);
+                if (!rcoll_transports[t - 1]->local_only)
+                    out->local_net = 1;
+            count:
+                if (cnt > 0 &&
+                    rcoll__pair_tl_masks(e[cs].mask, e[ds].mask, 1) == shm + 1)
+                    k += cnt;
+            }
+            if (k > out->most_shm)
+                out->most_shm = k;
+            int d = 0; /* the distinct masks, with their hosts */
+            while (d < nd && dm[d].mask != e[cs].mask)
+                d++;
+            if (d == nd)
+                dm[nd++] = (dmask_t){e[cs].mask, 1, e[cs].host, e[cs].rank, -1};
+            else if (dm[d].host != e[cs].host) {
+                if (dm[d].rep2 < 0)
+                    dm[d].rep2 = e[cs].rank;
+                dm[d].nhosts++;
+            }
+        }
+    }
+    for (int a = 0; a < nd; a++)
+        for (int b = a; b < nd; b++) {
+            int any = a == b ? dm[a].nhosts >= 2
+                             : !(dm[a].nhosts == 1 && dm[b].nhosts == 1 &&
+                                 dm[a].host == dm[b].host);
+            if (!any)
+                continue;
+            int t = rcoll__pair_tl_masks(dm[a].mask, dm[b].mask, 0);
+            if (t) {
+                out->used |= 1u << (t - 1);
+                continue;
+            }
+            if (a == b)
+                pair_bad(out, dm[a].rep, dm[a].rep2);
+            else if (dm[a].host != dm[b].host)
+                pair_bad(out, dm[a].rep, dm[b].rep);
+            else if (dm[b].rep2 >= 0)
+                pair_bad(out, dm[a].rep, dm[b].rep2);
+            else
+                pair_bad(out, dm[a].rep2, dm[b].rep);
+        }
+    free(e);
+    free(dm);
+    return 0;
+}
+
+/* The tuner's inputs, the same on every rank (every rank must pick the
+ * same algorithm and chunk size): the most ranks on one host, the fewest
+ * cores of a host; the links start as shared memory's (pick_transports
+ * and open_one slow them down). */
+static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o,
+                        const rcoll_pairs_t *pr)
+{
+    int n = c->nranks;
+    c->env.link = rcoll_config.tune_shm;
+    c->env.link_local = rcoll_config.tune_shm;
+    c->env.link_name = "shm";
+    c->env.paths = 1;
+    c->env.local_size = pr->local_size > 0 ? pr->local_size : 1;
+    c->env.ncores = o[0].ncores > 0 ? o[0].ncores : 1;
+    for (int a = 0; a < n; a++)
+        if (o[a].ncores > 0 && o[a].ncores < c->env.ncores)
+            c->env.ncores = o[a].ncores;
+}
+
+/* The transport of ranks a and b (rcoll__pair_tl_masks): computed on
+ * demand from the gathered offers, so no rank keeps an n x n table. */
+static int pair_tl(const struct rcoll_comm *c, const tl_offer_t *o, int a,
+                   int b)
+{
+    return rcoll__pair_tl_masks(o[a].mask, o[b].mask,
+                                c->bs.peers[a].host_hash ==
+                                    c->bs.peers[b].host_hash);
+}
+
 /* Every pair has a transport (else the error names both ranks); used[t]
  * is set for each transport some pair uses. */
 static rcoll_status_t pick_transports(struct rcoll_comm *c,
-                                      const tl_offer_t *o, int *used)
+                                      const tl_offer_t *o,
+                                      const rcoll_pairs_t *pr, int *used)
 {
-    int n = c->nranks;
-    for (int a = 0; a < n; a++)
-        for (int b = a + 1; b < n; b++) {
-            int t = pair_tl(c, o, a, b) - 1;
-            if (t < 0)
-                return rcoll__set_error(
-                    RCOLL_ERR_NO_DEVICE,
-                    "no transport connects rank %d (%s, transports 0x%x) "
-                    "and rank %d (%s, transports 0x%x): check "
-                    "RCOLL_TRANSPORTS on both", a, c->bs.peers[a].hostname,
-                    o[a].mask, b, c->bs.peers[b].hostname, o[b].mask);
+    if (pr->bad_a >= 0) {
+        int a = pr->bad_a, b = pr->bad_b;
+        return rcoll__set_error(
+            RCOLL_ERR_NO_DEVICE,
+            "no transport connects rank %d (%s, transports 0x%x) and rank "
+            "%d (%s, transports 0x%x): check RCOLL_TRANSPORTS on both", a,
+            c->bs.peers[a].hostname, o[a].mask, b, c->bs.peers[b].hostname,
+            o[b].mask);
+    }
+    for (int t = 0; t < RCOLL_MAX_TLS; t++)
+        if (pr->used >> t & 1)
             used[t] = 1;
-            if (c->bs.peers[a].host_hash == c->bs.peers[b].host_hash &&
-                !rcoll_transports[t]->local_only)
-                c->env.link_local = rcoll_config.tune_tcp;
-        }
+    if (pr->local_net)
+        c->env.link_local = rcoll_config.tune_tcp;
     return RCOLL_OK;
 }
 
@@ -220,17 +347,9 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
  * every rank: RCOLL_CHUNK_SIZE, lowered when the rank with the most
  * shared-memory peers would need more than RCOLL_SHM_BUDGET for their
  * receive rings. */
-static void choose_chunk(struct rcoll_comm *c, const tl_offer_t *o)
+static void choose_chunk(struct rcoll_comm *c, const rcoll_pairs_t *pr)
 {
-    int n = c->nranks, most = 0, over = 0, shm = 0;
-    while (rcoll_transports[shm] && rcoll_transports[shm] != &rcoll_tl_shm_ops)
-        shm++;
-    for (int a = 0; a < n; a++) {
-        int k = 0;
-        for (int b = 0; b < n; b++)
-            k += b != a && pair_tl(c, o, a, b) == shm + 1;
-        most = RCOLL_MAX(most, k);
-    }
+    int most = pr->most_shm, over = 0;
     size_t want = rcoll_config.chunk_size;
     c->env.chunk_size = rcoll_tl_chunk_fit(want, rcoll_config.nslots, most,
                                            &over);
@@ -320,10 +439,27 @@ rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
     if ((st = gather_offers(c, offers)) != RCOLL_OK)
         goto out;
-    tune_inputs(c, offers);
-    if ((st = pick_transports(c, offers, used)) != RCOLL_OK)
-        goto out;
-    choose_chunk(c, offers);
+    {
+        rcoll_pairs_t pr;
+        uint64_t *hh = malloc((size_t)n * sizeof(*hh));
+        uint32_t *mk = malloc((size_t)n * sizeof(*mk));
+        int bad = !hh || !mk;
+        for (int r = 0; !bad && r < n; r++) {
+            hh[r] = c->bs.peers[r].host_hash;
+            mk[r] = offers[r].mask;
+        }
+        bad = bad || rcoll__pairs_summary(n, hh, mk, &pr) != 0;
+        free(hh);
+        free(mk);
+        if (bad) {
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory");
+            goto out;
+        }
+        tune_inputs(c, offers, &pr);
+        if ((st = pick_transports(c, offers, &pr, used)) != RCOLL_OK)
+            goto out;
+        choose_chunk(c, &pr);
+    }
     rcoll__engine_tl_events(c);
     for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)
         if (used[t] && (st = open_one(c, t, offers, secret)) != RCOLL_OK)

@@ -148,34 +148,68 @@ int rcoll_path_parse(const char *s)
     return -1;
 }
 
+typedef struct {
+    uint64_t id;
+    int rank;
+} ring_ent_t;
+
+static int ring_ent_cmp(const void *x, const void *y)
+{
+    const ring_ent_t *a = x, *b = y;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+/* Hosts are numbered by their lowest rank; the ring (topo) takes each
+ * host's ranks in rank order, hosts in that order. O(n log n): the ranks
+ * sorted by (host id, rank) give each host's lowest rank, a scan in rank
+ * order numbers the hosts, and a counting sort by host builds the ring. */
 int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
                           int *ring, int *host_of, int *host_size)
 {
-    int nh = 0, k = 0;
-    int *host = host_of ? host_of : malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
-    int *count = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
-    if (!host || !count) {
+    int nh = 0;
+    size_t sz = (size_t)(n > 0 ? n : 1);
+    int *host = host_of ? host_of : malloc(sz * sizeof(int));
+    int *count = calloc(sz + 1, sizeof(int));
+    int *first = malloc(sz * sizeof(int)); /* rank -> its host's lowest */
+    ring_ent_t *e = malloc(sz * sizeof(*e));
+    if (!host || !count || !first || !e) {
         if (!host_of)
             free(host);
         free(count);
+        free(first);
+        free(e);
         for (int r = 0; r < n; r++)
             ring[r] = r;
         *host_size = 0;
         return 1;
     }
-    for (int r = 0; r < n; r++) {
-        host[r] = -1;
-        for (int q = 0; q < r && host[r] < 0; q++)
-            if (host_id[q] == host_id[r])
-                host[r] = host[q];
-        if (host[r] < 0)
-            host[r] = nh++;
-        count[host[r]]++;
+    for (int r = 0; r < n; r++)
+        e[r] = (ring_ent_t){host_id[r], r};
+    qsort(e, sz, sizeof(*e), ring_ent_cmp);
+    for (int i = 0; i < n; i++)
+        first[e[i].rank] = i > 0 && e[i].id == e[i - 1].id
+                               ? first[e[i - 1].rank]
+                               : e[i].rank;
+    for (int r = 0; r < n; r++) { /* in rank order: hosts by lowest rank */
+        host[r] = first[r] == r ? nh++ : host[first[r]];
+        count[host[r] + 1]++;
     }
-    for (int h = 0; h < (topo ? nh : 1); h++)
+    if (topo) {
+        for (int h = 0; h < nh; h++) /* count[h]: host h's first slot */
+            count[h + 1] += count[h];
         for (int r = 0; r < n; r++)
-            if (!topo || host[r] == h)
-                ring[k++] = r;
+            ring[count[host[r]]++] = r;
+    } else {
+        for (int r = 0; r < n; r++)
+            ring[r] = r;
+    }
+    /* the hosts' sizes again (the counting sort used count) */
+    for (int h = 0; h <= nh; h++)
+        count[h] = 0;
+    for (int r = 0; r < n; r++)
+        count[host[r]]++;
     *host_size = n > 0 ? count[0] : 0;
     for (int h = 1; h < nh; h++)
         if (count[h] != count[0])
@@ -186,5 +220,7 @@ int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
     if (!host_of)
         free(host);
     free(count);
+    free(first);
+    free(e);
     return nh;
 }
