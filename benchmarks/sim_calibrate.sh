@@ -9,8 +9,15 @@
 # predicted / measured.
 # The cluster file's NIC rate is RATE x 1448/1514: tbf counts Ethernet,
 # IP and TCP headers (a 1,514-byte frame carries 1,448 bytes of payload).
+# ALGOS lists the collective:algorithm pairs (default: ring and
+# hierarchical all-reduce and all-gather, pairwise and hierarchical
+# all-to-all; "coll:auto" is the tuner's choice).
+# AB=OTHER_BUILDDIR compares two builds instead of the estimate: each round
+# runs BUILDDIR then OTHER_BUILDDIR, and the medians' ratio is other/this.
 # Usage (root): benchmarks/sim_calibrate.sh BUILDDIR [RATE] [R] [SIZE] [ROUNDS] [H...]
 #   e.g. benchmarks/sim_calibrate.sh build 200 2 8M 3 2 4
+#        AB=/tmp/old/build ALGOS="allreduce:rabenseifner allreduce:auto" \
+#            benchmarks/sim_calibrate.sh build 200 2 4M 7 4
 B=${1:?usage: sim_calibrate.sh BUILDDIR [RATE_MBIT] [R] [SIZE] [ROUNDS] [H...]}
 RATE=${2:-200}; R=${3:-2}; SIZE=${4:-8M}; ROUNDS=${5:-3}
 shift 5 2> /dev/null || shift $#
@@ -43,27 +50,52 @@ while [ $h -lt $maxh ]; do
         { echo "host $h: setup failed (sch_tbf?)"; exit 1; }
     h=$((h + 1))
 done
+ALGOS=${ALGOS:-"allreduce:ring allreduce:hierarchical allgather:ring allgather:hierarchical alltoall:pairwise alltoall:hierarchical"}
 port=29900
-# measure H COLL ALGO: median time (us) of ROUNDS rcoll-perf runs
+# run BUILD H COLL ALGO: one rcoll-perf run, its time (us) appended to
+# $tmp/t.BUILD-INDEX
+run() {
+    bd=$1; H=$2; coll=$3; algo=$4; n=$((H * R)); port=$((port + 1)); pids=""; r=0
+    a=RCOLL_ALGO=$coll:$algo
+    [ "$algo" = auto ] && a=RCOLL_ALGO=
+    while [ $r -lt $n ]; do
+        ip netns exec ${P}h$((r / R)) env RCOLL_ROOT=198.18.12.1:$port \
+            RCOLL_SIZE=$n RCOLL_RANK=$r RCOLL_SECRET=00112233445566778899aabbccddeeff \
+            $a RCOLL_TIMEOUT=120 \
+            "$bd/benchmarks/rcoll-perf" $coll -b $SIZE -e $SIZE -n 3 -w 1 -c 0 -P 0 \
+            > "$tmp/out.$r" 2>&1 &
+        pids="$pids $!"; r=$((r + 1))
+    done
+    for p in $pids; do wait $p; done
+    grep -E '^ +[0-9]+ ' "$tmp/out.0" | awk '{print $6}' >> "$tmp/t.$5"
+}
+median() {
+    sort -n "$1" | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "-"}'
+}
+# measure H COLL ALGO: median time (us) of ROUNDS runs (with AB, of both
+# builds, interleaved: "this other")
 measure() {
-    H=$1; coll=$2; algo=$3; n=$((H * R)); : > "$tmp/t"
-    i=0
+    : > "$tmp/t.0"; : > "$tmp/t.1"; i=0
     while [ $i -lt "$ROUNDS" ]; do
-        port=$((port + 1)); pids=""; r=0
-        while [ $r -lt $n ]; do
-            ip netns exec ${P}h$((r / R)) env RCOLL_ROOT=198.18.12.1:$port \
-                RCOLL_SIZE=$n RCOLL_RANK=$r RCOLL_SECRET=00112233445566778899aabbccddeeff \
-                RCOLL_ALGO=$coll:$algo RCOLL_TIMEOUT=120 \
-                "$B/benchmarks/rcoll-perf" $coll -b $SIZE -e $SIZE -n 3 -w 1 -c 0 -P 0 \
-                > "$tmp/out.$r" 2>&1 &
-            pids="$pids $!"; r=$((r + 1))
-        done
-        for p in $pids; do wait $p; done
-        grep -E '^ +[0-9]+ ' "$tmp/out.0" | awk '{print $6}' >> "$tmp/t"
+        run "$B" "$@" 0
+        [ -n "${AB:-}" ] && run "$AB" "$@" 1
         i=$((i + 1))
     done
-    sort -n "$tmp/t" | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "-"}'
+    if [ -n "${AB:-}" ]; then echo "$(median "$tmp/t.0") $(median "$tmp/t.1")"
+    else median "$tmp/t.0"; fi
 }
+if [ -n "${AB:-}" ]; then
+    printf '%-5s %-10s %-14s %12s %12s %7s\n' hosts coll algorithm "this us" "other us" other/this
+    for H in $HOSTS; do
+        for ca in $ALGOS; do
+            coll=${ca%%:*}; algo=${ca#*:}
+            set -- $(measure $H $coll $algo)
+            printf '%-5s %-10s %-14s %12s %12s %7s\n' $H $coll $algo "$1" "$2" \
+                "$(awk "BEGIN { if (\"$1\" + 0 > 0 && \"$2\" + 0 > 0) printf \"%.2f\", $2 / $1; else print \"-\" }")"
+        done
+    done
+    exit 0
+fi
 printf '%-5s %-10s %-14s %12s %12s %7s\n' hosts coll algorithm "measured us" "predicted us" ratio
 for H in $HOSTS; do
     cat > "$tmp/cluster.conf" << EOC
@@ -79,8 +111,7 @@ reduce_gbyte = 3
 copy_gbyte = 5
 cores_per_host = 2
 EOC
-    for ca in allreduce:ring allreduce:hierarchical allgather:ring \
-              allgather:hierarchical alltoall:pairwise alltoall:hierarchical; do
+    for ca in $ALGOS; do
         coll=${ca%%:*}; algo=${ca#*:}
         m=$(measure $H $coll $algo)
         p=$("$B/tools/rcoll-sim" estimate "$tmp/cluster.conf" $coll $SIZE --algo $algo |
