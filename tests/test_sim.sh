@@ -2,7 +2,8 @@
 # rcoll-sim, the library's schedules, tuner and executor over a modelled
 # network in one process:
 # - verify: every algorithm at 1-40, 48, 63-65, 127-129, 255-257 ranks,
-#   on one host and on hosts of 2-4 ranks, bit-exact, no deadlock, no
+#   on one host and on hosts of 2-4 ranks (in blocks, and dealt out:
+#   rank r on host r mod H), bit-exact, no deadlock, no
 #   message left unreceived;
 # - a sampled sweep up to 16,384 ranks: broadcast, reduce and barrier
 #   (trees, chains, dissemination) at 4,097 and 16,384 ranks;
@@ -12,7 +13,8 @@
 #   2 (n-1)/n * S * H/n, two rails carry half each, and the simulated time
 #   is within 15% above the NICs' bound; Rabenseifner's all-reduce sends
 #   3/8 of S per rank over the network (its halving starts inside the
-#   host).
+#   host), and both send as much with the ranks dealt out over the hosts
+#   (the placement's ring, the locality's bit order).
 # Usage: test_sim.sh BUILDDIR SRCDIR
 B=$1
 S=$2
@@ -76,4 +78,16 @@ awk '$1 == "rabenseifner" { found = 1
     want = 2 * 3 / 16 * 67108864
     if ($5 != want) { print "network bytes per rank " $5 ", want " want; exit 1 }
 } END { if (!found) exit 1 }' "$T/r" || fail "Rabenseifner's network bytes"
+# the same hosts with the ranks dealt out (rank r on host r mod 4): the
+# placement's ring order and Rabenseifner's bit order follow the hosts, so
+# the network bytes per rank are the same as in blocks
+{ cat "$S/benchmarks/clusters/small-2rail.conf"; echo "cyclic = 1"; } > "$T/cyc.conf"
+for a in ring rabenseifner; do
+    "$SIM" estimate "$T/cyc.conf" allreduce 64M --algo $a > "$T/c.$a" 2>&1 ||
+        { cat "$T/c.$a"; fail "estimate, dealt out"; }
+    want=$(awk -v a=$a '$1 == a {print $5}' "$T/e" "$T/r")
+    got=$(awk -v a=$a '$1 == a {print $5}' "$T/c.$a")
+    echo "$a, ranks dealt out over the hosts: $got network bytes per rank (in blocks: $want)"
+    [ -n "$got" ] && [ "$got" = "$want" ] || fail "$a dealt out: $got network bytes, want $want"
+done
 echo "rcoll-sim: OK"

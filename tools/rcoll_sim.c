@@ -40,6 +40,7 @@
  * defines it, network bytes per rank, and the busiest resource. */
 #include "../src/coll/sched.h"
 #include "../src/util/params.h"
+#include "../src/topo/topo.h"
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -68,6 +69,7 @@ typedef struct {
     int cores;               /* per host (the tuner's oversubscription) */
     int slots;               /* receive slots per direction */
     size_t chunk;            /* slot payload bytes */
+    int cyclic;              /* rank r on host r mod hosts (else r / rph) */
 } cluster_t;
 
 static cluster_t cl = {
@@ -140,6 +142,7 @@ static const rcoll_tl_ops_t **g_tls;
 static rcoll_tl_ep_t **g_eps;
 static int *g_ids;
 static rcoll_boot_peer_t *g_peers;
+static int *g_ring, *g_ring_pos; /* the placement's ring (topo order) */
 static char *g_zero;         /* estimate: every payload (never written) */
 static size_t g_zero_len;
 
@@ -296,7 +299,8 @@ static void wake(int r)
 
 /* ---- the network model ---- */
 
-static int host_of(int r) { return r / cl.rph; }
+static int g_hosts = 1; /* hosts of the current world */
+static int host_of(int r) { return cl.cyclic ? r % g_hosts : r / cl.rph; }
 static int leaf_of(int h)
 {
     return cl.hosts_per_leaf > 0 ? h / cl.hosts_per_leaf : 0;
@@ -529,6 +533,7 @@ static int world_init(int nr)
     g_ids = calloc((size_t)n, sizeof(*g_ids));
     g_peers = calloc((size_t)n, sizeof(*g_peers));
     int hosts = (n + cl.rph - 1) / cl.rph;
+    g_hosts = hosts;
     nleaves = cl.hosts_per_leaf > 0
                   ? (hosts + cl.hosts_per_leaf - 1) / cl.hosts_per_leaf
                   : 1;
@@ -539,8 +544,10 @@ static int world_init(int nr)
     nrx = res_alloc((size_t)hosts * (size_t)cl.nics);
     lup = res_alloc((size_t)nleaves);
     ldown = res_alloc((size_t)nleaves);
+    g_ring = malloc((size_t)n * sizeof(int));
+    g_ring_pos = malloc((size_t)n * sizeof(int));
     if (!R || !g_tls || !g_eps || !g_ids || !g_peers || !ltx || !lrx ||
-        !ntx || !nrx || !lup || !ldown)
+        !ntx || !nrx || !lup || !ldown || !g_ring || !g_ring_pos)
         return -1;
     for (int r = 0; r < n; r++) {
         g_tls[r] = &sim_ops;
@@ -552,14 +559,24 @@ static int world_init(int nr)
         g_peers[r].rank = r;
     }
     int multi = hosts > 1;
+    /* the placement a communicator computes (core/setup.c): the topo ring
+     * order, hosts numbered by their lowest rank, the locality counts */
     coll_locality_t loc;
-    int *hidx = malloc((size_t)n * sizeof(int));
-    if (!hidx)
+    int *hidx = malloc((size_t)n * sizeof(int)), hsize = 0, nh = 1;
+    uint64_t *ids = malloc((size_t)n * sizeof(uint64_t));
+    if (!hidx || !ids) {
+        free(hidx);
+        free(ids);
         return -1;
+    }
     for (int r = 0; r < n; r++)
-        hidx[r] = host_of(r);
-    coll_locality_init(&loc, n, hidx, hosts, NULL);
+        ids[r] = 0x9e3779b97f4a7c15ULL * (uint64_t)(host_of(r) + 1);
+    nh = rcoll_topo_ring_order(n, ids, 1, g_ring, hidx, &hsize);
+    for (int i = 0; i < n; i++)
+        g_ring_pos[g_ring[i]] = i;
+    coll_locality_init(&loc, n, hidx, nh, g_ring);
     free(hidx);
+    free(ids);
     for (int r = 0; r < n; r++) {
         coll_env_t *e = &R[r].env;
         e->loc = loc;
@@ -577,8 +594,10 @@ static int world_init(int nr)
         e->link_local = (rcoll_link_model_t){cl.local_lat_us, cl.local_gbps};
         e->local_size = cl.rph < n ? cl.rph : n;
         e->ncores = cl.cores > 0 ? cl.cores : e->local_size;
-        e->nhosts = hosts;
-        e->host_size = n % cl.rph == 0 ? cl.rph : 0;
+        e->nhosts = nh;
+        e->host_size = hsize;
+        e->ring = g_ring;
+        e->ring_pos = g_ring_pos;
         e->paths = multi ? cl.nics : 1;
         e->md = &sim_md;
         e->p2p_eager = 1u << 16;
@@ -630,6 +649,9 @@ static void world_fini(void)
     free(g_eps);
     free(g_ids);
     free(g_peers);
+    free(g_ring);
+    free(g_ring_pos);
+    g_ring = g_ring_pos = NULL;
     free(ltx);
     free(lrx);
     free(ntx);
@@ -1067,7 +1089,7 @@ static int verify_main(int argc, char **argv)
     const char *ranks = "1-40,48,63,64,65,100,127,128,129,255,256,257";
     const char *kind = NULL, *algo = NULL;
     size_t count = 0, chunk = 0;
-    int rph_list[2] = {0, 0};
+    int rph_list[2] = {0, 0}, layout_cyclic = 1;
     for (int i = 0; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--ranks") && v)
@@ -1082,6 +1104,8 @@ static int verify_main(int argc, char **argv)
             chunk = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--rph") && v)
             rph_list[1] = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--block-only"))
+            layout_cyclic = 0;
         else if (!strcmp(argv[i], "--mem-gib") && v)
             mem_limit = (size_t)(atof(argv[++i]) * (1 << 30));
         else if (!strcmp(argv[i], "--plant") && v)
@@ -1124,16 +1148,23 @@ static int verify_main(int argc, char **argv)
             /* one host; and hosts of rph ranks (the hierarchical
              * algorithms' layout): --rph, else the smallest of 4, 3, 2
              * that divides nr into two hosts or more */
-            int layouts[2] = {nr, 0}, nlay = 1;
+            int layouts[3] = {nr, 0, 0}, cyc[3] = {0, 0, 1}, nlay = 1;
             int g = rph_list[1];
             if (!g)
                 for (int c = 4; c >= 2 && !g; c--)
                     if (nr % c == 0 && nr / c >= 2)
                         g = c;
-            if (g && g < nr)
+            if (g && g < nr) {
                 layouts[nlay++] = g;
+                /* and dealt out (rank r on host r mod H): the placement
+                 * reorders the rings, the log-step algorithms reorder
+                 * their halving */
+                if (layout_cyclic && g > 1)
+                    layouts[nlay++] = g;
+            }
             for (int l = 0; l < nlay; l++) {
                 cl.rph = layouts[l];
+                cl.cyclic = cyc[l];
                 size_t c = count;
                 /* blocks of 3 elements per rank (1 above 1,024 ranks,
                  * where an all-gather's outputs grow as n^2) */
@@ -1168,9 +1199,10 @@ static int verify_main(int argc, char **argv)
                 hi = nr;
                 if (rc) {
                     bad++;
-                    printf("FAIL %s/%s, %d ranks (%d per host), count "
+                    printf("FAIL %s/%s, %d ranks (%d per host%s), count "
                            "%zu, chunk %zu: %s\n", coll_kind_name(a->kind),
-                           a->name, nr, cl.rph, c, ch, why);
+                           a->name, nr, cl.rph, cl.cyclic ? ", dealt out" : "",
+                           c, ch, why);
                     fflush(stdout);
                 }
             }
@@ -1250,6 +1282,7 @@ static int cluster_load(const char *path)
         }
         if (!strcmp(key, "hosts")) cl.hosts = (int)v;
         else if (!strcmp(key, "ranks_per_host")) cl.rph = (int)v;
+        else if (!strcmp(key, "cyclic")) cl.cyclic = v != 0;
         else if (!strcmp(key, "nics")) cl.nics = (int)v;
         else if (!strcmp(key, "nic_gbit")) cl.nic_gbps = v;
         else if (!strcmp(key, "nic_latency_us")) cl.nic_lat_us = v;
@@ -1497,7 +1530,7 @@ int main(int argc, char **argv)
         return estimate_main(argc - 2, argv + 2);
     fprintf(stderr,
             "usage: rcoll-sim verify [--ranks 1-64,100] [--kind K] "
-            "[--algo A] [--count C] [--chunk B] [--rph G] [--mem-gib G] "
+            "[--algo A] [--count C] [--chunk B] [--rph G] [--block-only] [--mem-gib G] "
             "[--plant skip-block]\n"
             "       rcoll-sim estimate CLUSTER_FILE COLL SIZE "
             "[--algo NAME]\n");
