@@ -121,6 +121,8 @@ typedef struct {
     coll_sched_t s;
     uint64_t *in, *out;      /* verify */
     size_t in_n, out_n;
+    size_t *sd;              /* verify, all-to-all-v: where its block for
+                                each rank starts in its input */
     double t;                /* the rank's clock (seconds) */
     int state;               /* 1 running, 2 done, 3 failed */
     int queued;
@@ -643,6 +645,7 @@ static void world_fini(void)
             coll_match_destroy(R[r].env.match);
         free(R[r].in);
         free(R[r].out);
+        free(R[r].sd);
     }
     free(R);
     free(g_tls);
@@ -838,7 +841,16 @@ static size_t out_len(coll_kind_t k, size_t c)
 static int per_rank_block(coll_kind_t k)
 {
     return k == COLL_ALLGATHER || k == COLL_ALLTOALL || k == COLL_GATHER ||
-           k == COLL_REDUCE_SCATTER || k == COLL_SCATTER;
+           k == COLL_REDUCE_SCATTER || k == COLL_SCATTER ||
+           k == COLL_ALLTOALLV;
+}
+
+/* all-to-all-v: the elements rank a sends rank b (0 to c + 1, zeros
+ * among them); blocks are one element apart in both buffers, so a block
+ * put at the wrong displacement, or a gap written, shows */
+static size_t vcnt(int a, int b, size_t c)
+{
+    return ((size_t)a * 7 + (size_t)b * 3 + c) % (c + 2);
 }
 
 /* out[i] of rank r, computed from the inputs' definition */
@@ -937,9 +949,27 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
     int root = n / 3, rc = 0;
     uint64_t *ref = NULL;
     size_t il = in_len(a->kind, cnt), ol = out_len(a->kind, cnt);
+    int av = a->kind == COLL_ALLTOALLV;
     for (int r = 0; r < n; r++) {
         srank_t *x = &R[r];
         coll_sched_t *s = &x->s;
+        if (av) { /* counts, displacements; both buffers' lengths */
+            if (!(s->v = malloc(4 * (size_t)n * sizeof(size_t))) ||
+                !(x->sd = malloc((size_t)n * sizeof(size_t)))) {
+                snprintf(why, wlen, "no memory for the counts");
+                rc = 2;
+                goto out;
+            }
+            il = ol = 0;
+            for (int j = 0; j < n; j++) {
+                s->v[j] = vcnt(r, j, cnt);
+                s->v[n + j] = x->sd[j] = il;
+                il += s->v[j] + 1;
+                s->v[2 * n + j] = vcnt(j, r, cnt);
+                s->v[3 * n + j] = ol;
+                ol += s->v[2 * n + j] + 1;
+            }
+        }
         x->in = malloc((il + 1) * sizeof(uint64_t));
         x->out = malloc((ol + 1) * sizeof(uint64_t));
         if (!x->in || !x->out) {
@@ -1010,7 +1040,28 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
     if (a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCE ||
         a->kind == COLL_REDUCE_SCATTER)
         ref = ref_sums(il);
-    for (int r = 0; r < n && !rc; r++) {
+    for (int r = 0; r < n && !rc && av; r++) { /* block by block, gaps */
+        size_t at = 0;
+        for (int j = 0; j < n && !rc; j++) {
+            size_t k = vcnt(j, r, cnt);
+            for (size_t i = 0; i <= k && !rc; i++, at++) {
+                uint64_t want = i < k ? val(j, R[j].sd[r] + i)
+                                      : 0xeeeeeeeeeeeeeeeeULL;
+                if (R[r].out[at] != want) {
+                    snprintf(why, wlen, "rank %d element %zu (from rank "
+                             "%d): %s", r, at, j, i == k ? "a gap written"
+                             : R[r].out[at] == 0xeeeeeeeeeeeeeeeeULL
+                                 ? "never written" : "wrong contributions");
+                    rc = 1;
+                }
+            }
+        }
+        if (!rc && R[r].out[at] != 0xeeeeeeeeeeeeeeeeULL) {
+            snprintf(why, wlen, "rank %d wrote past its output", r);
+            rc = 1;
+        }
+    }
+    for (int r = 0; r < n && !rc && !av; r++) {
         if (R[r].out[ol] != 0xeeeeeeeeeeeeeeeeULL) {
             snprintf(why, wlen, "rank %d wrote past its output", r);
             rc = 1;
@@ -1132,7 +1183,7 @@ static int verify_main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
         if (a->kind == COLL_SEND || a->kind == COLL_RECV ||
-            a->kind == COLL_ALLTOALLV || a->build == coll_area_build)
+            a->build == coll_area_build)
             continue;
         if (kind && !in_list(kind, coll_kind_name(a->kind)))
             continue;
