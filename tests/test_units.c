@@ -427,6 +427,11 @@ static void test_locality(void)
     CHECK(l.xq[0] == 1 && l.xq[1] == 1 && l.xq[2] == 2 && l.sq[2] == 2,
           "6 = 2 x 3: xq %d %d %d sq[2] %d", l.xq[0], l.xq[1], l.xq[2],
           l.sq[2]);
+    int mod6[6] = {0, 1, 0, 1, 0, 1}; /* ranks 4, 5 fold into 0, 1 */
+    coll_locality_init(&l, 6, mod6, 2, NULL);
+    CHECK(l.xq[0] == 2 && l.xq[1] == 0 && l.xq[2] == 0,
+          "6 on host r mod 2: xq %d %d %d (want 2 0 0: below p = 4 only "
+          "ranks < 4 pair)", l.xq[0], l.xq[1], l.xq[2]);
     int one[5] = {0, 0, 0, 0, 0};
     coll_locality_init(&l, 5, one, 1, NULL);
     CHECK(l.valid && l.xq[2] == 0 && l.sq[0] == 0 && l.ringq == 0 &&

@@ -576,9 +576,11 @@ static int world_init(int nr)
     nh = rcoll_topo_ring_order(n, ids, 1, g_ring, hidx, &hsize);
     for (int i = 0; i < n; i++)
         g_ring_pos[g_ring[i]] = i;
-    coll_locality_init(&loc, n, hidx, nh, g_ring);
+    int bad = nh < 0 || coll_locality_init(&loc, n, hidx, nh, g_ring);
     free(hidx);
     free(ids);
+    if (bad)
+        return -1;
     for (int r = 0; r < n; r++) {
         coll_env_t *e = &R[r].env;
         e->loc = loc;

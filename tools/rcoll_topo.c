@@ -62,6 +62,10 @@ static int placement(const char *list, const char *order)
     }
     int topo = strcmp(order, "user") != 0, L;
     int H = rcoll_topo_ring_order(n, id, topo, ring, host, &L);
+    if (H < 0) {
+        fprintf(stderr, "rcoll-topo: no memory for %d ranks\n", n);
+        return 1;
+    }
     printf("%d ranks on %d hosts; ring order (RCOLL_RING_ORDER=%s):\n  ", n,
            H, topo ? "topo" : "user");
     int crossings = 0;

@@ -148,8 +148,10 @@ typedef struct coll_locality {
                               to everyone: the most ranks on one host, if
                               there are several hosts, else 0 */
 } coll_locality_t;
-void coll_locality_init(coll_locality_t *loc, int n, const int *host,
-                        int nhosts, const int *ring);
+/* 0, or -1 out of memory (loc then invalid: the caller must fail, as
+ * every rank must agree on it) */
+int coll_locality_init(coll_locality_t *loc, int n, const int *host,
+                       int nhosts, const int *ring);
 
 /* What a schedule needs to know of its communicator. */
 typedef struct coll_env {

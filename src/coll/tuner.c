@@ -74,11 +74,19 @@ static int cross_max(int n, const int *host, int *cnt, int nhosts,
         cnt[h] = 0;
     return q;
 }
+/* r ^ 2^k; below the largest power of two p <= n only ranks < p take
+ * part (the others have handed their data over), at 2^k = p the pairs
+ * (r, r + p) of the ranks beyond p */
 static int part_xor(int r, int n, int k, const int *ring)
 {
     (void)ring;
-    int p = r ^ (1 << k);
-    return p < n ? p : -1;
+    int p = 1;
+    while (p <= n / 2)
+        p *= 2;
+    if ((1 << k) < p && r >= p)
+        return -1;
+    int q = r ^ (1 << k);
+    return q < n ? q : -1;
 }
 static int part_shift(int r, int n, int k, const int *ring)
 {
@@ -92,16 +100,18 @@ static int part_ring(int r, int n, int k, const int *ring)
     return ring[r]; /* here ring is rank -> successor */
 }
 
-void coll_locality_init(coll_locality_t *loc, int n, const int *host,
-                        int nhosts, const int *ring)
+int coll_locality_init(coll_locality_t *loc, int n, const int *host,
+                       int nhosts, const int *ring)
 {
     memset(loc, 0, sizeof(*loc));
-    int *cnt = calloc((size_t)(nhosts > 0 ? nhosts : 1), sizeof(int));
-    int *succ = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
-    if (!cnt || !succ || n < 1 || nhosts < 1) {
+    if (n < 1 || nhosts < 1)
+        return 0; /* unknown: the model charges one flow per step */
+    int *cnt = calloc((size_t)nhosts, sizeof(int));
+    int *succ = malloc((size_t)n * sizeof(int));
+    if (!cnt || !succ) {
         free(cnt);
         free(succ);
-        return; /* unknown: the model falls back to one flow per step */
+        return -1;
     }
     for (int i = 0; i < n; i++) { /* ring: position -> rank (NULL: rank order) */
         int a = ring ? ring[i] : i, b = ring ? ring[(i + 1) % n] : (i + 1) % n;
@@ -122,4 +132,5 @@ void coll_locality_init(coll_locality_t *loc, int n, const int *host,
     loc->valid = 1;
     free(cnt);
     free(succ);
+    return 0;
 }

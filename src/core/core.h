@@ -196,8 +196,8 @@ typedef struct {
     uint32_t used;    /* bit t: some pair uses transport t */
     int local_net;    /* some pair on one host uses a network transport */
     int most_shm;     /* the most shared-memory peers of one rank */
-    int bad_a, bad_b; /* a pair no transport connects (bad_a < bad_b), or
-                         -1 */
+    int bad_a, bad_b; /* a pair no transport connects (bad_a < bad_b, the
+                         same on every rank), or -1 */
 } rcoll_pairs_t;
 int rcoll__pair_tl_masks(uint32_t a, uint32_t b, int same_host);
 int rcoll__pairs_summary(int n, const uint64_t *host, const uint32_t *mask,

@@ -514,12 +514,17 @@ rcoll_status_t rcoll__placement_init(struct rcoll_comm *c)
     int topo = strcmp(rcoll_config.ring_order, "user") != 0;
     int nh = rcoll_topo_ring_order(n, ids, topo, c->ring, host,
                                    &c->env.host_size);
+    if (nh < 0 || coll_locality_init(&c->env.loc, n, host, nh, c->ring)) {
+        free(host);
+        free(ids);
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory for the "
+                                "placement of %d ranks", n);
+    }
     for (int i = 0; i < n; i++)
         c->ring_pos[c->ring[i]] = i;
     c->env.ring = c->ring;
     c->env.ring_pos = c->ring_pos;
     c->env.nhosts = nh;
-    coll_locality_init(&c->env.loc, n, host, nh, c->ring);
     if (c->rank == 0 && rcoll__log_level >= RCOLL_LOG_INFO) {
         char buf[512];
         size_t off = 0;

@@ -92,7 +92,9 @@ int rcoll_path_parse(const char *s);
  * host_of[n] (rank -> host index, hosts numbered by lowest rank); returns
  * the number of hosts and sets *host_size to the ranks per host when
  * every host has as many and they are contiguous in the order, else 0.
- * Every rank computes the same answer from the same table. */
+ * Every rank computes the same answer from the same table. Out of
+ * memory: -1 (ring[] and host_of[] are then rank order and host 0, so a
+ * caller that goes on reads defined values). */
 int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
                           int *ring, int *host_of, int *host_size);
 

@@ -180,10 +180,13 @@ int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
         free(count);
         free(first);
         free(e);
-        for (int r = 0; r < n; r++)
+        for (int r = 0; r < n; r++) {
             ring[r] = r;
+            if (host_of)
+                host_of[r] = 0;
+        }
         *host_size = 0;
-        return 1;
+        return -1;
     }
     for (int r = 0; r < n; r++)
         e[r] = (ring_ent_t){host_id[r], r};
