@@ -67,7 +67,7 @@ t "topo: hwloc XML topologies, paths, NIC, GDR" 30 "$B/tests/test_topo" "$S/test
 # missing file must be an error exit with a message, not a signal)
 t "topo: rcoll-topo explains a topology" 30 sh -c "'$B/tools/rcoll-topo' --xml '$S/tests/topo/a.xml' > '$LOGDIR/topo_a.out' 2>&1 || exit 1; cat '$LOGDIR/topo_a.out'; grep -q 'GPU 2 -> NIC 0 (mlx5_0): path PHB, the nearest; GDR no' '$LOGDIR/topo_a.out' || exit 1; '$B/tools/rcoll-topo' --xml /nonexistent > '$LOGDIR/topo_missing.out' 2>&1; rc=\$?; cat '$LOGDIR/topo_missing.out'; [ \$rc -ge 1 ] && [ \$rc -lt 128 ] && grep -q nonexistent '$LOGDIR/topo_missing.out'"
 t "topo: hwloc detection, RCOLL_TOPO_DUMP_FILE reads back" 60 sh "$S/tests/test_topo_detect.sh" "$B" "$S"
-t "topo: rcoll-topo --hosts shows the ring order and rings" 30 sh -c "'$B/tools/rcoll-topo' --hosts a,b,a,b,a,b > '$LOGDIR/topo_hosts.out' 2>&1 || exit 1; cat '$LOGDIR/topo_hosts.out'; grep -q '^  0 2 4 | 1 3 5' '$LOGDIR/topo_hosts.out' && grep -q 'network ring 1: 2 3' '$LOGDIR/topo_hosts.out'"
+t "topo: rcoll-topo --hosts shows the ring order, rings, locality and halving order" 30 sh -c "'$B/tools/rcoll-topo' --hosts a,b,a,b,a,b > '$LOGDIR/topo_hosts.out' 2>&1 || exit 1; cat '$LOGDIR/topo_hosts.out'; grep -q '^  0 2 4 | 1 3 5' '$LOGDIR/topo_hosts.out' && grep -q 'network ring 1: 2 3' '$LOGDIR/topo_hosts.out' && grep -q 'partner r ^ 2^k, k = 0..2: 2 0 0' '$LOGDIR/topo_hosts.out' && grep -q 'halves with r ^ 2^k for k = 1 0 ' '$LOGDIR/topo_hosts.out'"
 t "api: arguments and errors"     60 "$B/tests/test_api"
 # every collective x type x op x count, on each transport
 # (8 ranks on these 2 cores: without the 8 MiB counts, which the smaller

@@ -2,10 +2,12 @@
  * their sockets), the path class between every GPU and NIC and between
  * GPUs, and the decisions taken from it: the NIC of each GPU and whether
  * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason; and,
- * for a job whose ranks' hosts are given (--hosts), the ring order and the
- * hierarchical all-reduce's rings, as a communicator would compute them. */
+ * for a job whose ranks' hosts are given (--hosts), the ring order, the
+ * hierarchical all-reduce's rings, the locality counts the tuner charges
+ * and Rabenseifner's halving order, as a communicator would compute them. */
 #include "config.h"
 #include "topo/topo.h"
+#include "coll/sched.h"
 #include "util/params.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,10 @@ static void usage(FILE *f)
             "separated\n"
             "                  (e.g. a,b,a,b): print the ring order "
             "(RCOLL_RING_ORDER)\n"
-            "                  and the hierarchical all-reduce's rings\n");
+            "                  and the hierarchical all-reduce's rings,\n"
+            "                  the ranks of a host that talk across hosts "
+            "in each\n                  kind of step, and Rabenseifner's "
+            "halving order\n");
 }
 
 /* The placement a communicator of these ranks computes (comm.c). */
@@ -95,6 +100,33 @@ static int placement(const char *list, const char *order)
                         : L < 2 ? (L == 0 ? "hosts of different sizes or "
                                             "interleaved" : "one rank per host")
                                 : "");
+    }
+    /* what the tuner and the log-step algorithms see (coll_env_t.loc) */
+    coll_locality_t loc;
+    if (coll_locality_init(&loc, n, host, H, ring) == 0 && H >= 2) {
+        coll_env_t e;
+        memset(&e, 0, sizeof(e));
+        e.loc = loc;
+        int p = 1;
+        while (p * 2 <= n)
+            p *= 2;
+        int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(&e, p, bit);
+        int kmax = 0;
+        while ((1 << kmax) < n && kmax < COLL_LOC_BITS - 1)
+            kmax++;
+        printf("ranks of a host talking across hosts at once (the most on "
+               "one host):\n  ring successor %d, everyone %d\n"
+               "  partner r ^ 2^k, k = 0..%d:", loc.ringq, loc.allq,
+               kmax - 1);
+        for (int k = 0; k < kmax; k++)
+            printf(" %d", loc.xq[k]);
+        printf("\n  partner r + 2^k, k = 0..%d:", kmax - 1);
+        for (int k = 0; k < kmax; k++)
+            printf(" %d", loc.sq[k]);
+        printf("\nRabenseifner's all-reduce halves with r ^ 2^k for k =");
+        for (int i = 0; i < nb; i++)
+            printf(" %d", bit[i]);
+        printf(" (then doubles back in reverse)\n");
     }
     free(id);
     free(ring);
