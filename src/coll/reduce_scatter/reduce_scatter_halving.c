@@ -1,5 +1,5 @@
 /* Reduce-scatter by recursive halving: log2(p) exchange rounds, round k
- * swapping half of the range still held with rank r ^ (p >> k) and
+ * swapping half of the range still held with a partner r ^ 2^k and
  * reducing the partner's copy of the half kept, so each rank moves about
  * (n - 1) blocks like the ring, in log2(p) steps instead of n - 1: for
  * small blocks, where the ring's steps and the tree's whole-vector reduce
@@ -11,27 +11,48 @@
  * groups. An extra rank r >= p hands its whole (permuted) input to r - p
  * first, which reduces it in, and receives its finished block back at the
  * end. Each block is reduced on one rank only, so results need no
- * agreement between ranks; AVG divides in the last round. */
+ * agreement between ranks; AVG divides in the last round.
+ *
+ * The rounds take the partners r ^ 2^k in the order of
+ * coll_rabenseifner_order: across hosts, the host's own ranks first, so
+ * the first and largest halves stay inside the host. Round i keeps the
+ * lower half of the range when bit k_i of r is clear, so rank r ends
+ * holding position P(r) = the bits of r in round order, first bit most
+ * significant; group v is laid out at position P(v) in the scratch copy,
+ * so that rank r ends with group r (one host: P(r) = r, today's layout). */
 #include "coll/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* Where group g starts, in blocks (groups below n - p hold 2 blocks). */
-static size_t grp_off(int n, int p, int g)
+/* The position of group v: its bits in the rounds' order (bit[0], the
+ * first round's, most significant) */
+static int grp_pos(int v, const int *bit, int nb)
 {
-    int rem = n - p;
-    return (size_t)g + (size_t)(g < rem ? g : rem);
+    int pos = 0;
+    for (int i = 0; i < nb; i++)
+        pos = pos << 1 | (v >> bit[i] & 1);
+    return pos;
+}
+
+/* The layout: po[j] is where position j starts, in blocks (po[p]: the
+ * end); group v holds 2 blocks (v and v + p) when v < n - p, else 1.
+ * Kept after the scratch data (rs_halving_finish reads it). */
+static size_t *grp_layout(coll_sched_t *s, size_t total)
+{
+    return (size_t *)(void *)(s->scratch + ((total + 15) & ~(size_t)15));
 }
 
 static void rs_halving_finish(coll_sched_t *s, const coll_env_t *e)
 {
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
-    int p = 1;
+    int p = 1, bit[COLL_LOC_BITS];
     while (p * 2 <= e->nranks)
         p *= 2;
+    int nb = coll_rabenseifner_order(e, p, bit);
+    const size_t *po = grp_layout(s, bytes * (size_t)e->nranks);
     if (bytes) /* our block: the first of our group */
         s->md->copy(s->recvbuf,
-                    s->scratch + grp_off(e->nranks, p, e->rank) * bytes,
+                    s->scratch + po[grp_pos(e->rank, bit, nb)] * bytes,
                     bytes);
 }
 
@@ -52,13 +73,22 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
     }
     while (p * 2 <= n)
         p *= 2;
-    if (!(s->scratch = malloc(total)))
+    int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, p, bit);
+    size_t lay = ((total + 15) & ~(size_t)15) + (size_t)(p + 1) * sizeof(size_t);
+    if (!(s->scratch = malloc(lay)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
-                                "memory for %zu scratch bytes", total);
+                                "memory for %zu scratch bytes", lay);
+    size_t *po = grp_layout(s, total);
+    for (int j = 0; j <= p; j++)
+        po[j] = 0;
+    for (int v = 0; v < p; v++) /* sizes by position, then offsets */
+        po[grp_pos(v, bit, nb) + 1] = v + p < n ? 2 : 1;
+    for (int j = 0; j < p; j++)
+        po[j + 1] += po[j];
     /* the input, permuted into groups: v, then v + p where it exists */
     char *w = s->scratch;
     for (int g = 0; g < p; g++) {
-        size_t o = grp_off(n, p, g) * bytes;
+        size_t o = po[grp_pos(g, bit, nb)] * bytes;
         s->md->copy(w + o, in + (size_t)g * bytes, bytes);
         if (g + p < n)
             s->md->copy(w + o + bytes, in + (size_t)(g + p) * bytes, bytes);
@@ -89,10 +119,10 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
             return st;
         last = s->nsteps - 1;
     }
-#define OFF(g) (grp_off(n, p, g) * bytes)
-    int lo = 0, hi = p;
-    for (int m = p / 2; m >= 1; m /= 2) {
-        int peer = r ^ m, mid = lo + (hi - lo) / 2;
+#define OFF(j) (po[j] * bytes)
+    int lo = 0, hi = p; /* positions */
+    for (int i = 0; i < nb; i++) {
+        int m = 1 << bit[i], peer = r ^ m, mid = lo + (hi - lo) / 2;
         int klo = (r & m) ? mid : lo, khi = (r & m) ? hi : mid;
         int glo = (r & m) ? lo : mid, ghi = (r & m) ? mid : hi;
         coll_sched_step_init(&t);
@@ -105,8 +135,8 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
         t.recv_dst = w + OFF(klo);
         t.recv_local = w + OFF(klo);
         t.recv_bytes = OFF(khi) - OFF(klo);
-        t.recv_mode = (m == 1 && s->op == RCOLL_AVG) ? RECV_REDUCE_AVG
-                                                     : RECV_REDUCE;
+        t.recv_mode = (i == nb - 1 && s->op == RCOLL_AVG) ? RECV_REDUCE_AVG
+                                                          : RECV_REDUCE;
         if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
             return st;
         last = s->nsteps - 1;
@@ -116,7 +146,7 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
     if (r + p < n) { /* block r + p, finished here, to its rank */
         coll_sched_step_init(&t);
         t.send_peer = r + p;
-        t.send_buf = w + OFF(r) + bytes;
+        t.send_buf = w + OFF(grp_pos(r, bit, nb)) + bytes;
         t.send_bytes = bytes;
         t.send_dep = last;
         t.send_dep_all = 1;
@@ -134,15 +164,15 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
  * the range still held, none overlapping the next */
 double coll_reduce_scatter_halving_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
-    (void)e;
     int n = m->n;
     coll_tune_model_t x = coll_tune_at(m, m->loc->xq[m->Lp]);
     double t = (n + 1) * m->S / m->g +
                m->extra * (coll_tune_step(&x, m->S * n, *c, 1) +
                            coll_tune_step(&x, m->S, *c, 0));
+    int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, m->p, bit);
     double h = m->S * n / 2;
-    for (int k = m->Lp - 1; k >= 0; k--, h /= 2) { /* partner r ^ 2^k */
-        x = coll_tune_at(m, m->loc->xq[k]);
+    for (int i = 0; i < nb; i++, h /= 2) { /* partner r ^ 2^bit[i] */
+        x = coll_tune_at(m, m->loc->xq[bit[i]]);
         t += coll_tune_step(&x, h, *c, 1);
     }
     return t;
