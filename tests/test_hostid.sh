@@ -13,8 +13,9 @@
 #  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
 #    follows the host-contiguous ring order, bit-exact, and the forced
 #    hierarchical algorithms fall back to the flat ring;
-#  - Rabenseifner's all-reduce and the halving reduce-scatter with their
-#    host-first order, 2 x 4 and 3 x 2, bit-exact;
+#  - Rabenseifner's all-reduce, the halving reduce-scatter and the
+#    recursive-doubling all-gather in their hosts' order, 2 x 4 and
+#    3 x 2, bit-exact;
 #  - two hosts with shared memory only: init fails on every rank, naming
 #    the pair;
 #  - ranks that disagree on RCOLL_RING_ORDER fail at init, saying so.
@@ -59,13 +60,16 @@ for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarc
     go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
 done
 # Rabenseifner's all-reduce and the halving reduce-scatter across hosts
-# halve inside a host first: their bit order follows the hosts (2 x 4
+# halve inside a host first, the recursive-doubling all-gather doubles
+# across hosts first: their bit order follows the hosts (2 x 4
 # contiguous: bits 1, 0, 2; 3 x 2 on host r mod 3, with extra ranks),
 # bit-exact for every type and op
 HOSTDIV=1 go 8 2 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
 go 6 3 RCOLL_ALGO=allreduce:rabenseifner RCOLL_CHUNK_SIZE=64K -- -q -C allreduce -N $N
 HOSTDIV=1 go 8 2 RCOLL_ALGO=reduce_scatter:halving RCOLL_CHUNK_SIZE=64K -- -q -C reduce_scatter -N $N
 go 6 3 RCOLL_ALGO=reduce_scatter:halving RCOLL_CHUNK_SIZE=64K -- -q -C reduce_scatter -N $N
+HOSTDIV=1 go 8 2 RCOLL_ALGO=allgather:recursive_doubling RCOLL_CHUNK_SIZE=64K -- -q -C allgather -N $N
+go 6 3 RCOLL_ALGO=allgather:recursive_doubling RCOLL_CHUNK_SIZE=64K -- -q -C allgather -N $N
 # no transport between two hosts (shared memory only): init fails on every
 # rank, naming the first such pair
 out=$(RCOLL_TRANSPORTS=shm "$RUN" -n 3 sh -c \

@@ -14,7 +14,8 @@
 #   2 (n-1)/n * S * H/n, two rails carry half each, and the simulated time
 #   is within 15% above the NICs' bound; Rabenseifner's all-reduce sends
 #   3/8 of S per rank over the network (its halving starts inside the
-#   host; the halving reduce-scatter 3/16), and the ring and Rabenseifner
+#   host; the halving reduce-scatter and the recursive-doubling
+#   all-gather 3/16), and the ring and Rabenseifner
 #   send as much with the ranks dealt out over the hosts
 #   (the placement's ring, the locality's bit order).
 # Usage: test_sim.sh BUILDDIR SRCDIR
@@ -88,6 +89,14 @@ awk '$1 == "halving" { found = 1; want = 3 / 16 * 67108864
     printf "reduce-scatter by halving: %d network bytes per rank (want %d)\n", $5, want
     if ($5 != want) exit 1
 } END { if (!found) exit 1 }' "$T/h" || fail "the halving reduce-scatter's network bytes"
+# and the recursive-doubling all-gather runs them backwards (farthest
+# first, while the groups are small): 3/16 of its 64 MiB output
+"$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" allgather 64M \
+    --algo recursive_doubling > "$T/g" 2>&1 || { cat "$T/g"; fail "estimate"; }
+awk '$1 == "recursive_doubling" { found = 1; want = 3 / 16 * 67108864
+    printf "all-gather by recursive doubling: %d network bytes per rank (want %d)\n", $5, want
+    if ($5 != want) exit 1
+} END { if (!found) exit 1 }' "$T/g" || fail "the recursive-doubling all-gather's network bytes"
 # the same hosts with the ranks dealt out (rank r on host r mod 4): the
 # placement's ring order and Rabenseifner's bit order follow the hosts, so
 # the network bytes per rank are the same as in blocks

@@ -398,6 +398,13 @@ rcoll_status_t coll_algo_check_config(void);
 /* The halving bits k (partner r ^ 2^k) of Rabenseifner's all-reduce in
  * the order it runs them; returns how many (allreduce_rabenseifner.c) */
 int coll_rabenseifner_order(const coll_env_t *e, int p, int *bit);
+/* Where a halving in that order leaves rank v (< p): its bits in round
+ * order, the first round's most significant; the identity for the
+ * descending order. coll_halving_layout: po[j], the first block of
+ * position j (po[p]: the end), when position P(v) holds group v, i.e.
+ * blocks v and v + p (if < n). */
+int coll_halving_pos(int v, const int *bit, int nb);
+void coll_halving_layout(int n, int p, const int *bit, int nb, size_t *po);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);

@@ -52,6 +52,24 @@ int coll_rabenseifner_order(const coll_env_t *e, int p, int *bit)
     return nb;
 }
 
+int coll_halving_pos(int v, const int *bit, int nb)
+{
+    int pos = 0;
+    for (int i = 0; i < nb; i++)
+        pos = pos << 1 | (v >> bit[i] & 1);
+    return pos;
+}
+
+void coll_halving_layout(int n, int p, const int *bit, int nb, size_t *po)
+{
+    for (int j = 0; j <= p; j++)
+        po[j] = 0;
+    for (int v = 0; v < p; v++) /* sizes by position, then offsets */
+        po[coll_halving_pos(v, bit, nb) + 1] = v + p < n ? 2 : 1;
+    for (int j = 0; j < p; j++)
+        po[j + 1] += po[j];
+}
+
 rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
                                            const coll_env_t *e)
 {

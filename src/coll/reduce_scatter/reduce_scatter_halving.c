@@ -24,19 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The position of group v: its bits in the rounds' order (bit[0], the
- * first round's, most significant) */
-static int grp_pos(int v, const int *bit, int nb)
-{
-    int pos = 0;
-    for (int i = 0; i < nb; i++)
-        pos = pos << 1 | (v >> bit[i] & 1);
-    return pos;
-}
-
-/* The layout: po[j] is where position j starts, in blocks (po[p]: the
- * end); group v holds 2 blocks (v and v + p) when v < n - p, else 1.
- * Kept after the scratch data (rs_halving_finish reads it). */
+/* The layout (coll_halving_layout), kept after the scratch data
+ * (rs_halving_finish reads it) */
 static size_t *grp_layout(coll_sched_t *s, size_t total)
 {
     return (size_t *)(void *)(s->scratch + ((total + 15) & ~(size_t)15));
@@ -50,10 +39,9 @@ static void rs_halving_finish(coll_sched_t *s, const coll_env_t *e)
         p *= 2;
     int nb = coll_rabenseifner_order(e, p, bit);
     const size_t *po = grp_layout(s, bytes * (size_t)e->nranks);
+    size_t at = po[coll_halving_pos(e->rank, bit, nb)] * bytes;
     if (bytes) /* our block: the first of our group */
-        s->md->copy(s->recvbuf,
-                    s->scratch + po[grp_pos(e->rank, bit, nb)] * bytes,
-                    bytes);
+        s->md->copy(s->recvbuf, s->scratch + at, bytes);
 }
 
 rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
@@ -79,16 +67,11 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
                                 "memory for %zu scratch bytes", lay);
     size_t *po = grp_layout(s, total);
-    for (int j = 0; j <= p; j++)
-        po[j] = 0;
-    for (int v = 0; v < p; v++) /* sizes by position, then offsets */
-        po[grp_pos(v, bit, nb) + 1] = v + p < n ? 2 : 1;
-    for (int j = 0; j < p; j++)
-        po[j + 1] += po[j];
+    coll_halving_layout(n, p, bit, nb, po);
     /* the input, permuted into groups: v, then v + p where it exists */
     char *w = s->scratch;
     for (int g = 0; g < p; g++) {
-        size_t o = po[grp_pos(g, bit, nb)] * bytes;
+        size_t o = po[coll_halving_pos(g, bit, nb)] * bytes;
         s->md->copy(w + o, in + (size_t)g * bytes, bytes);
         if (g + p < n)
             s->md->copy(w + o + bytes, in + (size_t)(g + p) * bytes, bytes);
@@ -146,7 +129,7 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
     if (r + p < n) { /* block r + p, finished here, to its rank */
         coll_sched_step_init(&t);
         t.send_peer = r + p;
-        t.send_buf = w + OFF(grp_pos(r, bit, nb)) + bytes;
+        t.send_buf = w + OFF(coll_halving_pos(r, bit, nb)) + bytes;
         t.send_bytes = bytes;
         t.send_dep = last;
         t.send_dep_all = 1;
