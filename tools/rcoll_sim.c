@@ -1463,6 +1463,9 @@ static int estimate_main(int argc, char **argv)
      * all: nothing reads or writes them), reserved and never touched;
      * checksums would read them */
     rcoll_config.checksum = 0;
+    /* the tuner's reduction rate (its copies too) is the cluster's, as
+     * the simulation charges it, not this machine's default */
+    rcoll_config.tune_reduce_gbps = cl.reduce_gbps;
     size_t half = bytes + 4096, span = 2 * half;
     char *buf = mmap(NULL, span, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
