@@ -81,22 +81,21 @@ awk '$1 == "rabenseifner" { found = 1
     want = 2 * 3 / 16 * 67108864
     if ($5 != want) { print "network bytes per rank " $5 ", want " want; exit 1 }
 } END { if (!found) exit 1 }' "$T/r" || fail "Rabenseifner's network bytes"
-# the reduce-scatter by halving takes its rounds in the same order: 3/16
-# of its 64 MiB input per rank crosses the network (was 3/4)
-"$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" reduce_scatter 64M \
-    --algo halving > "$T/h" 2>&1 || { cat "$T/h"; fail "estimate"; }
-awk '$1 == "halving" { found = 1; want = 3 / 16 * 67108864
-    printf "reduce-scatter by halving: %d network bytes per rank (want %d)\n", $5, want
-    if ($5 != want) exit 1
-} END { if (!found) exit 1 }' "$T/h" || fail "the halving reduce-scatter's network bytes"
-# and the recursive-doubling all-gather runs them backwards (farthest
-# first, while the groups are small): 3/16 of its 64 MiB output
-"$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" allgather 64M \
-    --algo recursive_doubling > "$T/g" 2>&1 || { cat "$T/g"; fail "estimate"; }
-awk '$1 == "recursive_doubling" { found = 1; want = 3 / 16 * 67108864
-    printf "all-gather by recursive doubling: %d network bytes per rank (want %d)\n", $5, want
-    if ($5 != want) exit 1
-} END { if (!found) exit 1 }' "$T/g" || fail "the recursive-doubling all-gather's network bytes"
+# net_bytes COLL ALGO FRACTION: ALGO's network bytes per rank for COLL of
+# 64 MiB on small-2rail are exactly FRACTION (a decimal) of 64 MiB
+net_bytes() {
+    "$SIM" estimate "$S/benchmarks/clusters/small-2rail.conf" $1 64M \
+        --algo $2 > "$T/nb" 2>&1 || { cat "$T/nb"; fail "estimate $1 $2"; }
+    awk -v a=$2 -v c=$1 -v f="$3" '$1 == a { found = 1; want = f * 67108864
+        printf "%s by %s: %d network bytes per rank (want %d)\n", c, a, $5, want
+        if ($5 != want) exit 1
+    } END { if (!found) exit 1 }' "$T/nb" || fail "$1 by $2: network bytes"
+}
+# the reduce-scatter by halving takes its rounds in the same order, and
+# the recursive-doubling all-gather runs them backwards (farthest first,
+# while the groups are small): 3/16 of the 64 MiB each (was 3/4)
+net_bytes reduce_scatter halving 0.1875 # 3/16
+net_bytes allgather recursive_doubling 0.1875
 # the same hosts with the ranks dealt out (rank r on host r mod 4): the
 # placement's ring order and Rabenseifner's bit order follow the hosts, so
 # the network bytes per rank are the same as in blocks

@@ -405,6 +405,11 @@ int coll_rabenseifner_order(const coll_env_t *e, int p, int *bit);
  * blocks v and v + p (if < n). */
 int coll_halving_pos(int v, const int *bit, int nb);
 void coll_halving_layout(int n, int p, const int *bit, int nb, size_t *po);
+/* s->scratch of total bytes with that layout after it (NULL and the error
+ * set when out of memory); coll_halving_po finds the layout again */
+size_t *coll_halving_scratch(coll_sched_t *s, size_t total, int n, int p,
+                             const int *bit, int nb);
+size_t *coll_halving_po(const coll_sched_t *s, size_t total);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);

@@ -30,11 +30,6 @@ static int group_ranges(int g, int m, int p, int n, int lo[2], int hi[2])
  * position (coll_halving_layout: position P(v) holds blocks v and v + p),
  * where a group is always one contiguous range; the blocks are copied out
  * in rank order at the end. The extra ranks get the whole scratch. */
-static size_t *ag_layout(coll_sched_t *s, size_t total)
-{
-    return (size_t *)(void *)(s->scratch + ((total + 15) & ~(size_t)15));
-}
-
 static void ag_perm_finish(coll_sched_t *s, const coll_env_t *e)
 {
     int n = e->nranks, p = 1, bit[COLL_LOC_BITS];
@@ -42,7 +37,7 @@ static void ag_perm_finish(coll_sched_t *s, const coll_env_t *e)
     while (p * 2 <= n)
         p *= 2;
     int nb = coll_rabenseifner_order(e, p, bit);
-    const size_t *po = ag_layout(s, bytes * (size_t)n);
+    const size_t *po = coll_halving_po(s, bytes * (size_t)n);
     char *out = s->recvbuf;
     for (int v = 0; v < p && bytes; v++) {
         size_t at = po[coll_halving_pos(v, bit, nb)] * bytes;
@@ -59,14 +54,11 @@ static rcoll_status_t ag_perm(coll_sched_t *s, const coll_env_t *e, int p,
     int n = e->nranks, r = e->rank;
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
     size_t total = bytes * (size_t)n;
-    size_t lay = ((total + 15) & ~(size_t)15) + (size_t)(p + 1) * sizeof(size_t);
     coll_step_t t;
     rcoll_status_t st;
-    if (!(s->scratch = malloc(lay)))
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "allgather: no memory "
-                                "for %zu scratch bytes", lay);
-    size_t *po = ag_layout(s, total);
-    coll_halving_layout(n, p, bit, nb, po);
+    size_t *po = coll_halving_scratch(s, total, n, p, bit, nb);
+    if (!po)
+        return RCOLL_ERR_NO_MEMORY; /* (message set) */
     char *w = s->scratch;
     s->finish = ag_perm_finish;
     if (r >= p) { /* extra: our block to r - p, the whole scratch back */

@@ -19,6 +19,7 @@
  * pending send reads. Every block is combined in the same order on every
  * rank, so all ranks get identical results. */
 #include "coll/tune.h"
+#include <stdlib.h>
 #include <string.h>
 
 /* The first element of block b of p (b = p: the end). */
@@ -58,6 +59,25 @@ int coll_halving_pos(int v, const int *bit, int nb)
     for (int i = 0; i < nb; i++)
         pos = pos << 1 | (v >> bit[i] & 1);
     return pos;
+}
+
+size_t *coll_halving_po(const coll_sched_t *s, size_t total)
+{
+    return (size_t *)(void *)(s->scratch + ((total + 15) & ~(size_t)15));
+}
+
+size_t *coll_halving_scratch(coll_sched_t *s, size_t total, int n, int p,
+                             const int *bit, int nb)
+{
+    size_t lay = ((total + 15) & ~(size_t)15) + (size_t)(p + 1) * sizeof(size_t);
+    if (!(s->scratch = malloc(lay))) {
+        rcoll__set_error(RCOLL_ERR_NO_MEMORY, "%s: no memory for %zu "
+                         "scratch bytes", coll_kind_name(s->kind), lay);
+        return NULL;
+    }
+    size_t *po = coll_halving_po(s, total);
+    coll_halving_layout(n, p, bit, nb, po);
+    return po;
 }
 
 void coll_halving_layout(int n, int p, const int *bit, int nb, size_t *po)

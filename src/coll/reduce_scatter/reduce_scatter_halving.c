@@ -24,13 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The layout (coll_halving_layout), kept after the scratch data
- * (rs_halving_finish reads it) */
-static size_t *grp_layout(coll_sched_t *s, size_t total)
-{
-    return (size_t *)(void *)(s->scratch + ((total + 15) & ~(size_t)15));
-}
-
 static void rs_halving_finish(coll_sched_t *s, const coll_env_t *e)
 {
     size_t bytes = s->count * rcoll_datatype_size(s->dt);
@@ -38,7 +31,7 @@ static void rs_halving_finish(coll_sched_t *s, const coll_env_t *e)
     while (p * 2 <= e->nranks)
         p *= 2;
     int nb = coll_rabenseifner_order(e, p, bit);
-    const size_t *po = grp_layout(s, bytes * (size_t)e->nranks);
+    const size_t *po = coll_halving_po(s, bytes * (size_t)e->nranks);
     size_t at = po[coll_halving_pos(e->rank, bit, nb)] * bytes;
     if (bytes) /* our block: the first of our group */
         s->md->copy(s->recvbuf, s->scratch + at, bytes);
@@ -62,12 +55,9 @@ rcoll_status_t coll_reduce_scatter_halving(coll_sched_t *s,
     while (p * 2 <= n)
         p *= 2;
     int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, p, bit);
-    size_t lay = ((total + 15) & ~(size_t)15) + (size_t)(p + 1) * sizeof(size_t);
-    if (!(s->scratch = malloc(lay)))
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "reduce_scatter: no "
-                                "memory for %zu scratch bytes", lay);
-    size_t *po = grp_layout(s, total);
-    coll_halving_layout(n, p, bit, nb, po);
+    size_t *po = coll_halving_scratch(s, total, n, p, bit, nb);
+    if (!po)
+        return RCOLL_ERR_NO_MEMORY; /* (message set) */
     /* the input, permuted into groups: v, then v + p where it exists */
     char *w = s->scratch;
     for (int g = 0; g < p; g++) {
