@@ -139,6 +139,10 @@ for tl in shm tcp; do
     t "p2p: $tl, 4 KiB chunks, 1 slot, rendezvous from 100 B" 300 env RCOLL_TRANSPORTS=$tl \
         RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=1 RCOLL_P2P_EAGER=100 "$RUN" -n 4 "$B/tests/test_p2p" -e 4194304
 done
+# connections on first use (RCOLL_TCP_CONNECT=lazy): the TCP listener stays;
+# the sanitizer jobs run this one too (tests/test_tcp_lazy.sh has the rest)
+t "p2p: exchanges, tags, groups, overlap, lazy tcp, 3 ranks" 300 env RCOLL_TRANSPORTS=tcp \
+    RCOLL_TCP_CONNECT=lazy "$RUN" -n 3 "$B/tests/test_p2p" -L 2
 t "p2p: tcp receives in place (every large receive's bytes land in the destination)" 120 \
     sh "$S/tests/test_tcp_inplace.sh" "$B"
 t "rcoll-info -p: a running job's lanes and counters, exact over shm and tcp" 240 \
@@ -227,6 +231,7 @@ t "launch: ranks started by hand"  120 sh "$S/tests/test_by_hand.sh" "$B"
 t "config: settings that shape the wire must agree across ranks" 120 sh "$S/tests/test_config_agree.sh" "$B"
 t "hosts: 2 network namespaces x 2 ranks" 180 sh "$S/tests/test_netns.sh" "$B"
 t "open files: 24 ranks over tcp raise a low soft limit; a low hard limit fails every rank at once, naming it" 120 sh "$S/tests/test_fdlimit.sh" "$B"
+t "tcp: connections on first use: collectives, crossed connects made once, only the peers used, 64 ranks in 100 open files" 240 sh "$S/tests/test_tcp_lazy.sh" "$B"
 t "scale: RCOLL_SHM_BUDGET lowers the chunk (68 KiB, 4 KiB with a warning), bit-exact" 180 sh "$S/tests/test_shm_budget.sh" "$B"
 t "scale: 64 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 120 "$RUN" -n 64 "$B/tests/test_scale" 16
 t "scale: 256 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 240 "$RUN" -n 256 "$B/tests/test_scale" 16

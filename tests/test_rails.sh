@@ -97,4 +97,10 @@ run4 29664 broken "$B/tests/test_coll" -N 0,1,7,1023,131073 || fail "matrix with
 grep -h "rail ra2$$ to rank" "$L"/rails_broken_*.out | head -n 2
 grep -q "rail ra2$$ to rank [23] at 198.18.9.2:[0-9]* failed.*goes over rail ra1$$" \
     "$L"/rails_broken_0.out || fail "no warning names the broken rail"
-echo "ok: two rails used, 1.4x over one, a broken rail falls back"
+# the same with connections on first use: the rail's handshake times out
+# in the engine and that socket starts again over rail 1
+run4 29665 broken_lazy env RCOLL_TCP_CONNECT=lazy "$B/tests/test_coll" -q -N 1,131073 ||
+    fail "matrix with a broken rail, lazy"
+grep -q "rail ra2$$ to rank [23] at 198.18.9.2:[0-9]* failed.*goes over rail ra1$$" \
+    "$L"/rails_broken_lazy_0.out || fail "no warning names the broken rail (lazy)"
+echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use)"

@@ -133,7 +133,7 @@ static void footprint(int n)
                "transport in that communicator)\n", chunk, n);
     for (int i = 0; rcoll_transports[i]; i++) {
         const rcoll_tl_ops_t *t = rcoll_transports[i];
-        char what[256] = "";
+        char what[512] = "";
         if (!t->peer_bytes)
             continue;
         size_t b = t->peer_bytes(chunk, ns, what, sizeof(what));

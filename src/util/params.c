@@ -246,6 +246,12 @@ static const param_t params[] = {
       "F16C/AVX2 kernels (for comparison; results are identical)"),
     P("TCP_NSOCKS", "2", "int", tcp_nsocks, int,
       "TCP connections per peer, 1 to 16; messages are striped over them"),
+    P("TCP_CONNECT", "auto", "string", tcp_connect, string,
+      "eager: every TCP socket a rank needs is connected at init (a full "
+      "mesh among its TCP peers); lazy: a socket is connected when the "
+      "first message is sent on it, by the sender alone (the listener "
+      "stays open), so a rank holds sockets only to the peers it talks "
+      "to; auto: lazy from 33 ranks, eager below"),
     P("TCP_RAILS", "4", "int", tcp_rails, int,
       "network interfaces (rails) per rank that TCP spreads its sockets "
       "over, 1 to 4: the bootstrap's, then every other up interface of its "
@@ -449,7 +455,7 @@ int rcoll_config_nparams(void)
  * schedule or a message goes here too. */
 static const char *const shared_params[] = {
     "RCOLL_CHECKSUM",    "RCOLL_CHUNK_SIZE",      "RCOLL_NSLOTS",
-    "RCOLL_TCP_NSOCKS",  "RCOLL_P2P_EAGER",       "RCOLL_IB_QPS_PER_PEER",
+    "RCOLL_TCP_NSOCKS",  "RCOLL_TCP_CONNECT", "RCOLL_P2P_EAGER",       "RCOLL_IB_QPS_PER_PEER",
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
     "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX",

@@ -33,6 +33,7 @@ typedef struct {
     const char *transports;
     /* tcp transport */
     int tcp_nsocks;
+    const char *tcp_connect;    /* auto | eager | lazy */
     int tcp_rails;              /* interfaces per rank TCP uses, 1-4 */
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */

@@ -442,8 +442,29 @@ rcoll_status_t rcoll_sock_recv_all(int fd, void *buf, size_t len,
 }
 
 #define AUTH_MAGIC 0x72636f6c6c617531ULL /* "rcollau1" */
-/* what an acceptor sends instead of its proof when our MAC is wrong */
-#define AUTH_REFUSED 0x6465737566657221ULL /* "!refused" */
+#define AUTH_REFUSED RCOLL_AUTH_REFUSED
+
+uint64_t rcoll_auth_mac(const uint8_t secret[16], const uint8_t nonce[16],
+                        const void *hello, size_t hlen)
+{
+    uint8_t msg[16 + RCOLL_AUTH_HELLO_MAX];
+    if (hlen > RCOLL_AUTH_HELLO_MAX)
+        hlen = RCOLL_AUTH_HELLO_MAX;
+    memcpy(msg, nonce, 16);
+    memcpy(msg + 16, hello, hlen);
+    return rcoll_siphash(secret, msg, 16 + hlen) ^ AUTH_MAGIC;
+}
+
+uint64_t rcoll_auth_reply(const uint8_t secret[16], uint64_t mac, int taken)
+{
+    uint8_t m2[10] = {'o', 'k'};
+    if (!taken) {
+        m2[0] = 'n';
+        m2[1] = 'o';
+    }
+    memcpy(m2 + 2, &mac, 8);
+    return rcoll_siphash(secret, m2, sizeof(m2));
+}
 
 rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
                                        const void *hello, size_t hlen,
@@ -460,9 +481,8 @@ rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
     st = rcoll_sock_recv_all(fd, nonce, sizeof(nonce), deadline);
     if (st != RCOLL_OK)
         return st;
-    memcpy(msg, nonce, 16);
     memcpy(msg + 16, hello, hlen);
-    mac = rcoll_siphash(secret, msg, 16 + hlen) ^ AUTH_MAGIC;
+    mac = rcoll_auth_mac(secret, nonce, hello, hlen);
     memcpy(msg + 16 + hlen, &mac, 8);
     st = rcoll_sock_send_all(fd, msg + 16, hlen + 8, deadline);
     if (st != RCOLL_OK)
@@ -480,9 +500,7 @@ rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
         return rcoll__set_error(RCOLL_ERR_AUTH,
                                 "the peer refused our handshake (is the "
                                 "secret / unique id the same on all ranks?)");
-    uint8_t m2[10] = {'o', 'k'};
-    memcpy(m2 + 2, &mac, 8);
-    expect = rcoll_siphash(secret, m2, sizeof(m2));
+    expect = rcoll_auth_reply(secret, mac, 1);
     if (ok != expect)
         return rcoll__set_error(RCOLL_ERR_AUTH,
                                 "the peer does not know the job secret");
@@ -513,7 +531,7 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
                                 "handshake: no valid hello from the "
                                 "connecting process: %s", rcoll_last_error());
     memcpy(&mac, msg + 16 + hlen, 8);
-    expect = rcoll_siphash(secret, msg, 16 + hlen) ^ AUTH_MAGIC;
+    expect = rcoll_auth_mac(secret, msg, msg + 16, hlen);
     if (mac != expect) {
         uint64_t no = AUTH_REFUSED;
         if (send(fd, &no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
@@ -523,9 +541,7 @@ rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
                                 "handshake: a connection presented a wrong "
                                 "secret; dropped");
     }
-    uint8_t m2[10] = {'o', 'k'};
-    memcpy(m2 + 2, &mac, 8);
-    uint64_t ok = rcoll_siphash(secret, m2, sizeof(m2));
+    uint64_t ok = rcoll_auth_reply(secret, mac, 1);
     st = rcoll_sock_send_all(fd, &ok, sizeof(ok), dl);
     if (st != RCOLL_OK)
         return st;
@@ -596,7 +612,7 @@ static int acceptor_read(rcoll_acceptor_t *a, int i)
         return 0;
     uint64_t mac, expect;
     memcpy(&mac, p->msg + 16 + a->hlen, 8);
-    expect = rcoll_siphash(a->secret, p->msg, 16 + a->hlen) ^ AUTH_MAGIC;
+    expect = rcoll_auth_mac(a->secret, p->msg, p->msg + 16, a->hlen);
     if (mac != expect) {
         uint64_t no = AUTH_REFUSED;
         if (send(p->fd, &no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
@@ -606,9 +622,7 @@ static int acceptor_read(rcoll_acceptor_t *a, int i)
                             "not rcoll)");
         return -1;
     }
-    uint8_t m2[10] = {'o', 'k'};
-    memcpy(m2 + 2, &mac, 8);
-    uint64_t ok = rcoll_siphash(a->secret, m2, sizeof(m2));
+    uint64_t ok = rcoll_auth_reply(a->secret, mac, 1);
     if (send(p->fd, &ok, sizeof(ok), MSG_NOSIGNAL) != (ssize_t)sizeof(ok)) {
         acceptor_drop(a, i, "closed during the handshake");
         return -1;

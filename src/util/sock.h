@@ -76,6 +76,16 @@ rcoll_status_t rcoll_sock_auth_connect(int fd, const uint8_t secret[16],
 rcoll_status_t rcoll_sock_auth_accept(int fd, const uint8_t secret[16],
                                       void *hello, size_t hlen,
                                       double deadline);
+/* The handshake's words, for a caller that runs it on non-blocking
+ * sockets itself: the connector's MAC over nonce || hello; the acceptor's
+ * answer to it, "ok" (taken = 1) or "no" (taken = 0: the acceptor proves
+ * it knows the secret but keeps another connection instead, as when two
+ * ranks connect to each other at once); RCOLL_AUTH_REFUSED instead of an
+ * answer when the MAC is wrong. */
+#define RCOLL_AUTH_REFUSED 0x6465737566657221ULL /* "!refused" */
+uint64_t rcoll_auth_mac(const uint8_t secret[16], const uint8_t nonce[16],
+                        const void *hello, size_t hlen);
+uint64_t rcoll_auth_reply(const uint8_t secret[16], uint64_t mac, int taken);
 
 /* A listener that runs the acceptor's side of the handshake for many
  * connections at once, so that a stranger who connects and stays silent,

@@ -172,6 +172,8 @@ typedef struct {
     int oneway;               /* rx_run reached TCP_ONEWAY_READS: kept out
                                  of pingpong mode (tcp_recv) */
     int oneway_again;         /* a credit went out since: out again */
+    struct tcp_conn *conn;    /* our connection under way (lazy) */
+    int await;                /* the peer connects it (tcp_lazy.c) */
     int bye;                  /* the peer said goodbye on this socket */
     int ended;                /* EOF, reset or abort on this socket */
     int closed;               /* fd closed (bye/abort/error) */
@@ -205,6 +207,12 @@ struct rcoll_tl_ctx {
     size_t small;             /* payloads up to this go to the ring */
     size_t ring_size;         /* TCP_RING_MUL x p.nslots x small */
     int listen_fd;
+    int lazy;                 /* sockets connect on first use */
+    uint8_t secret[16];       /* the job's (p.secret is set-up's only) */
+    rcoll_ev_handler_t lh;    /* the listener, lazy */
+    struct tcp_conn *conns;   /* connections in their handshake, lazy */
+    struct tcp_conn *dead;    /*   and those ended, freed when idle */
+    int nconns;
     tcp_rails_t *rails;       /* every rank's rails, by rank */
     unsigned rails_bad;       /* our rails that failed to connect */
     tcp_ep_t **eps;           /* by rank */
@@ -236,7 +244,28 @@ void tcp_rail_addr(const tcp_rail_t *r, uint16_t port, rcoll_sockaddr_t *sa);
 int tcp_rail_of(const tcp_rails_t *rs, int fd);
 void tcp_rails_str(const tcp_rails_t *rs, char *buf, size_t len);
 
+/* tcp_ctx.c, for tcp_lazy.c: a socket's slots and queue (0, or -1 out of
+ * memory; once per socket); a connected socket taken into use; whether a
+ * peer's hello agrees with our settings. */
+int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s);
+rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
+                              int fd);
+rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                               const tcp_hello_t *h);
+
+/* tcp_lazy.c: connections on first use (RCOLL_TCP_CONNECT). The listener
+ * joins the engine's epoll set; a send to a socket not connected starts
+ * every missing socket of its peer; the engine's idle turns time out the
+ * handshakes; destroy closes those still running. */
+rcoll_status_t tcp_lazy_listen(struct rcoll_tl_ctx *ctx);
+void tcp_lazy_connect(tcp_ep_t *ep);
+void tcp_lazy_tick(struct rcoll_tl_ctx *ctx);
+void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
+
 /* tcp_data.c, for tcp_ctx.c */
+/* The link to the peer is gone or cannot be made: its sockets close and
+ * the communicator fails with st and "rank P (HOST pid N): what" (once). */
+void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what);
 void tcp_sock_close(tcp_sock_t *s);
 int tcp_window(int nslots, int nranks, int nsocks);
 void tcp_ring_sizes(int nslots, int nranks, int nsocks,

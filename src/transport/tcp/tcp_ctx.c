@@ -41,18 +41,22 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
     free(ep);
 }
 
-/* A socket's state before it is connected: its slots, the send queue;
- * -1 out of memory (tcp_ep_free frees what was allocated). */
-static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
-                         tcp_sock_t *s, int k)
+/* A socket before it is connected: no fd, no buffers yet. */
+static void tcp_sock_shell(tcp_ep_t *ep, tcp_sock_t *s, int k)
 {
-    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
     s->h.cb = tcp_sock_event;
     s->ep = ep;
     s->fd = -1;
     s->closed = 1;
     s->idx = k;
     s->rail = -1;
+}
+
+int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
+{
+    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+    if (s->slot_off)
+        return 0;
     rcoll_slots_init(&s->sl, ctx->nslots);
     s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
     s->slot_off = calloc(ns, sizeof(uint32_t));
@@ -73,8 +77,8 @@ static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
     return 0;
 }
 
-static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
-                                     int idx, int fd)
+rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
+                              int fd)
 {
     tcp_ep_t *ep = ctx->eps[peer];
     tcp_sock_t *s = &ep->socks[idx];
@@ -102,7 +106,17 @@ static rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer,
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason);
 
-/* An endpoint with its sockets for every peer this rank talks to. */
+/* A socket with its buffers, not connected: -1 out of memory
+ * (tcp_ep_free frees what was allocated). */
+static int tcp_sock_init(struct rcoll_tl_ctx *ctx, tcp_ep_t *ep,
+                         tcp_sock_t *s, int k)
+{
+    tcp_sock_shell(ep, s, k);
+    return tcp_sock_alloc(ctx, s);
+}
+
+/* An endpoint with its sockets for every peer this rank talks to; their
+ * buffers too unless they connect on first use. */
 static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
                                     const uint8_t *use)
 {
@@ -118,9 +132,11 @@ static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
         ctx->eps[i] = ep;
         ep->ctx = ctx;
         ep->peer = i;
-        for (int k = 0; k < ctx->nsocks; k++)
-            if (tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
+        for (int k = 0; k < ctx->nsocks; k++) {
+            tcp_sock_shell(ep, &ep->socks[k], k);
+            if (!ctx->lazy && tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
                 return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
+        }
     }
     return RCOLL_OK;
 }
@@ -182,8 +198,8 @@ static void tcp_missing_lower(const struct rcoll_tl_ctx *ctx,
 
 /* An authenticated hello with other settings than ours: both sides would
  * fail later in confusing ways, so stop here and say why. */
-static rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
-                                      const tcp_hello_t *h)
+rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                               const tcp_hello_t *h)
 {
     const rcoll_tl_params_t *p = &ctx->p;
     if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
@@ -385,6 +401,8 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
     ctx->p = *p;
+    memcpy(ctx->secret, p->secret, sizeof(ctx->secret));
+    ctx->p.secret = ctx->secret;
     ctx->nsocks = rcoll_config.tcp_nsocks;
     ctx->nbig = p->nslots;
     ctx->nslots = tcp_window(p->nslots, n, ctx->nsocks);
@@ -399,6 +417,28 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
     if (!(use = rcoll_tl_row(p))) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
         goto err;
+    }
+    const char *mode = rcoll_config.tcp_connect ? rcoll_config.tcp_connect
+                                                : "auto";
+    if (!strcmp(mode, "lazy") || (!strcmp(mode, "auto") && n > 32)) {
+        ctx->lazy = 1;
+    } else if (strcmp(mode, "eager") && strcmp(mode, "auto")) {
+        st = rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "tcp: "
+                              "RCOLL_TCP_CONNECT=%s: use auto, eager or lazy",
+                              mode);
+        goto err;
+    }
+    if (ctx->lazy) {
+        /* nothing connects now: the listener waits in the engine's set */
+        if ((st = tcp_alloc_eps(ctx, use)) != RCOLL_OK ||
+            (st = tcp_listen_exchange(ctx)) != RCOLL_OK ||
+            (st = tcp_lazy_listen(ctx)) != RCOLL_OK)
+            goto err;
+        for (int i = 0; i < n; i++)
+            eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
+        free(use);
+        *ctx_p = ctx;
+        return RCOLL_OK;
     }
     int lower = 0;
     for (int i = 0; i < r; i++)
@@ -431,6 +471,7 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     int n = ctx->p.nranks;
     double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
 
+    tcp_lazy_fini(ctx);
     /* goodbye (or abort notice) on every open socket, then wait briefly for
      * the peers to close their side, so no data of ours is cut off */
     for (int i = 0; ctx->eps && i < n; i++) {
@@ -497,7 +538,8 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
              "size + a %u-%u KiB ring for messages up to 4-16 KiB, the "
              "bigger in smaller communicators, %u KiB per rank in all up to "
              "17 ranks; malloc, on first use); sends go from the caller's "
-             "buffer", k, nslots,
+             "buffer; per peer connected: every TCP peer, or from 33 ranks "
+             "only those it talks to (RCOLL_TCP_CONNECT)", k, nslots,
              TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024,
              TCP_RING_MUL * (unsigned)nslots * TCP_SMALL_MAX / 1024,
              TCP_RING_BUDGET / 1024);
@@ -593,17 +635,20 @@ static int tcp_paths(rcoll_tl_ctx_t *ctx)
 static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
 {
     rcoll_lane_stats_t sum[64] = {{0}};
-    int n = RCOLL_MIN(ctx->nsocks, 64), peers = 0;
+    int n = RCOLL_MIN(ctx->nsocks, 64), peers = 0, socks = 0;
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
         peers += ep != NULL;
-        for (int k = 0; ep && k < n; k++)
+        for (int k = 0; ep && k < n; k++) {
             rcoll_lanes_sum(&sum[k], &ep->socks[k].st);
+            socks += ep->socks[k].fd >= 0;
+        }
     }
     fprintf(f, "rcoll:     %d lanes per peer (sockets), %d peers, %d slots "
-            "per socket, %zu bytes received in place\n", ctx->nsocks, peers,
-            ctx->nslots, (size_t)__atomic_load_n(&ctx->placed_bytes,
-                                                 __ATOMIC_RELAXED));
+            "per socket, %zu bytes received in place; connected %s: %d "
+            "sockets\n", ctx->nsocks, peers, ctx->nslots,
+            (size_t)__atomic_load_n(&ctx->placed_bytes, __ATOMIC_RELAXED),
+            ctx->lazy ? "on first use" : "at init", socks);
     rcoll_lanes_print(f, "socket k of every peer", n, sum);
     tcp_rails_stats(ctx, f);
 }

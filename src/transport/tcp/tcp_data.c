@@ -49,6 +49,22 @@ static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
                          ep->end_what);
 }
 
+void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    if (ep->failed)
+        return;
+    ep->failed = 1;
+    if (!ep->end_what[0])
+        snprintf(ep->end_what, sizeof(ep->end_what), "%s", what);
+    for (int i = 0; i < ctx->nsocks; i++)
+        tcp_sock_close(&ep->socks[i]);
+    snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): %s",
+             ep->peer, pi->hostname, (int)pi->pid, what);
+    ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, st, ep->fail_msg);
+}
+
 /* One socket of a peer ended (EOF, reset, abort notice). What the peer
  * sent before that on its other sockets is still read (a peer that aborts
  * or dies right after its last message must not lose it); the peer counts
@@ -231,6 +247,14 @@ rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
     if (ep->failed || s->ended)
         return tcp_ep_error(ep);
+    if (s->fd < 0 && ep->ctx->lazy) {
+        /* not connected yet: ours to connect, or the peer's under way */
+        tcp_lazy_connect(ep);
+        if (ep->failed)
+            return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+        rcoll_lane_add(&s->st.tx_waits, 1);
+        return RCOLL_INPROGRESS;
+    }
     if (s->bye || s->closed)
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
@@ -771,6 +795,8 @@ int tcp_recv_full(rcoll_tl_ep_t *tep)
  * take (2-rank 32-byte broadcast over loopback: 10 -> 7 us). */
 int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
+    if (ctx->conns || ctx->dead)
+        tcp_lazy_tick(ctx);
     for (int i = 0; i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nsocks; k++) {
