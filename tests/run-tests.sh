@@ -168,6 +168,15 @@ for tl in shm tcp; do
     t "coll: $tl, 1 slot" 300 env RCOLL_TRANSPORTS=$tl RCOLL_TCP_NSOCKS=3 RCOLL_NSLOTS=1 \
         RCOLL_CHUNK_SIZE=65536 "$RUN" -n 4 "$B/tests/test_coll" -N 1,16385,100000
 done
+# 4 KiB chunks over tcp, the halving all-reduce and reduce-scatter at 8
+# ranks: kernel buffers smaller than the credit window let TCP's own
+# window stall each step for 100 ms (the run took minutes); now no stall
+t "coll: tcp, 4 KiB chunks, halving algorithms at 8 ranks, no 100 ms stall" 120 sh -c \
+    "RCOLL_DEBUG=debug RCOLL_DEBUG_SUBSYS=coll RCOLL_ALGO=allreduce:rabenseifner RCOLL_TRANSPORTS=tcp \
+     RCOLL_TCP_NSOCKS=1 RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 '$RUN' -n 8 '$B/tests/test_coll' -q \
+     -C allreduce,reduce_scatter -N 0,1,7,1023,5000,70001 > '$LOGDIR/tcp_stall.out' 2>&1; rc=\$?;
+     grep -v 'rcoll DEBUG' '$LOGDIR/tcp_stall.out'; n=\$(grep -c 'no progress for' '$LOGDIR/tcp_stall.out');
+     echo \"\$n stalls of 100 ms\"; [ \$rc = 0 ] && [ \$n -le 3 ]"
 # shm with single copy (off by default) for moves, and for everything
 # (reductions then fetch into a bounce buffer)
 t "coll: shm, single copy for moves, 3 ranks" 600 env RCOLL_TRANSPORTS=shm RCOLL_SHM_CMA_MIN=64K \

@@ -92,7 +92,15 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     s->closed = 0;
     s->rail = ctx->rails ? tcp_rail_of(&ctx->rails[ctx->p.rank], fd) : -1;
     rcoll_sock_set_nonblock(fd, 1);
-    int sz = (int)RCOLL_MIN(ctx->p.chunk_size * 4, 8u << 20);
+    /* kernel buffers that hold what the credits let through (the ring,
+     * the big buffers, their headers), so that the credits and not TCP's
+     * window pace the sender: smaller ones (4 KiB chunks made them 16 KiB)
+     * left TCP's window shut below one loopback MSS (64 KiB) until its
+     * persist timer fired, and a 4-rank halving all-reduce of 280 KiB took
+     * 100 ms stalls per step */
+    size_t want = ctx->ring_size + (size_t)ctx->nbig * ctx->p.chunk_size +
+                  (size_t)ctx->nslots * sizeof(tcp_wire_t);
+    int sz = (int)RCOLL_MIN(want, 8u << 20);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
