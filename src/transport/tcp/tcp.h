@@ -173,7 +173,9 @@ typedef struct {
                                  of pingpong mode (tcp_recv) */
     int oneway_again;         /* a credit went out since: out again */
     struct tcp_conn *conn;    /* our connection under way (lazy) */
-    int await;                /* the peer connects it (tcp_lazy.c) */
+    double await;             /* until then the peer connects it (it
+                                 answered our hello "no"; tcp_lazy.c) */
+    int allocated;            /* tcp_sock_alloc succeeded */
     int bye;                  /* the peer said goodbye on this socket */
     int ended;                /* EOF, reset or abort on this socket */
     int closed;               /* fd closed (bye/abort/error) */
@@ -260,6 +262,8 @@ rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
 rcoll_status_t tcp_lazy_listen(struct rcoll_tl_ctx *ctx);
 void tcp_lazy_connect(tcp_ep_t *ep);
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx);
+/* The peer failed: its handshakes end (no retry on another rail). */
+void tcp_lazy_drop(tcp_ep_t *ep);
 void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
 
 /* tcp_data.c, for tcp_ctx.c */

@@ -55,7 +55,7 @@ static void tcp_sock_shell(tcp_ep_t *ep, tcp_sock_t *s, int k)
 int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
 {
     size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
-    if (s->slot_off)
+    if (s->allocated)
         return 0;
     rcoll_slots_init(&s->sl, ctx->nslots);
     s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
@@ -74,6 +74,7 @@ int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
         !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
         !s->pool || !s->pool_all || !s->txq)
         return -1;
+    s->allocated = 1;
     return 0;
 }
 
@@ -661,6 +662,15 @@ static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     tcp_rails_stats(ctx, f);
 }
 
+/* Handshakes on first use time out and their ends are freed here too,
+ * not only on idle turns (a rank busy with other peers has few). */
+static int tcp_progress(rcoll_tl_ctx_t *ctx)
+{
+    if (ctx->conns || ctx->dead)
+        tcp_lazy_tick(ctx);
+    return 0;
+}
+
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .name = "tcp",
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
@@ -678,7 +688,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_place = tcp_recv_place,
     .recv_unplace = tcp_recv_unplace,
     .send_revoke = tcp_send_revoke,
-    .progress = NULL,
+    .progress = tcp_progress,
     .idle = tcp_idle,
     .ctx_destroy = tcp_ctx_destroy,
     .peer_bytes = tcp_peer_bytes,

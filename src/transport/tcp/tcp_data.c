@@ -44,6 +44,8 @@ static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
                  err ? ": " : "", err ? strerror(err) : "");
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
+    if (ctx->lazy)
+        tcp_lazy_drop(ep);
     rcoll_tl_peer_failed(&ctx->p, ep->peer, ep->fail_msg,
                          sizeof(ep->fail_msg), ep->aborted, ep->abort_reason,
                          ep->end_what);
@@ -60,6 +62,8 @@ void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what)
         snprintf(ep->end_what, sizeof(ep->end_what), "%s", what);
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
+    if (ctx->lazy)
+        tcp_lazy_drop(ep);
     snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): %s",
              ep->peer, pi->hostname, (int)pi->pid, what);
     ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, st, ep->fail_msg);

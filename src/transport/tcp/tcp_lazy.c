@@ -43,6 +43,9 @@ typedef struct tcp_conn {
 #define TCP_HELLO_S 10.0
 /* A rail other than the bootstrap's gets this long to connect. */
 #define TCP_RAIL_TRY_S 4.0
+/* After a "no", how long the peer's own connection may take to come
+ * before ours tries again. */
+#define TCP_AWAIT_S 5.0
 
 static void conn_event(rcoll_ev_handler_t *h, uint32_t events);
 
@@ -148,6 +151,8 @@ static int conn_open(tcp_conn_t *c)
     c->fd = fd;
     c->state = CONN_CONNECTING;
     c->got = 0;
+    /* a rail gets a few seconds to connect; once connected, the
+     * handshake waits on the peer's engine, as long as any operation */
     c->deadline = rcoll_time_sec() +
                   (c->pair ? RCOLL_MIN(TCP_RAIL_TRY_S, ctx->p.timeout)
                            : ctx->p.timeout);
@@ -165,6 +170,8 @@ static void conn_retry(tcp_conn_t *c, int err)
     uint8_t pairs[TCP_MAX_RAILS][2];
     rcoll_sockaddr_t to;
     char a[128], hint[320];
+    if (c->state == CONN_DEAD)
+        return;
     tcp_rails_pair(me, them, pairs);
     tcp_rail_addr(&them->rail[pairs[c->pair][1]], them->port, &to);
     rcoll_sock_addr_str(&to, a, sizeof(a));
@@ -190,7 +197,8 @@ static void conn_retry(tcp_conn_t *c, int err)
         rcoll_sock_addr_str(&to, a, sizeof(a));
     }
     conn_fail(c, err == EMFILE || err == ENFILE ? RCOLL_ERR_SYSTEM
-                                                : RCOLL_ERR_REMOTE,
+                 : err == ETIMEDOUT              ? RCOLL_ERR_TIMEOUT
+                                                 : RCOLL_ERR_REMOTE,
               "tcp: rank %d cannot connect socket %d to it at %s: %s%s%s",
               ctx->p.rank, c->idx, a, strerror(err),
               err == ECONNREFUSED ? " (nobody listens there: it has "
@@ -207,7 +215,8 @@ void tcp_lazy_connect(tcp_ep_t *ep)
     int np = tcp_rails_pair(me, &ctx->rails[ep->peer], pairs);
     for (int k = 0; k < ctx->nsocks && !ep->failed; k++) {
         tcp_sock_t *s = &ep->socks[k];
-        if (s->fd >= 0 || s->conn || s->await || s->ended)
+        if (s->fd >= 0 || s->conn || s->ended ||
+            (s->await > 0 && rcoll_time_sec() < s->await))
             continue;
         tcp_conn_t *c = calloc(1, sizeof(*c));
         if (!c || tcp_sock_alloc(ctx, s) != 0) {
@@ -297,6 +306,7 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
         }
         c->state = CONN_NONCE;
         c->got = 0;
+        c->deadline = rcoll_time_sec() + p->timeout;
     }
     int r;
     if (c->state == CONN_NONCE) {
@@ -335,8 +345,10 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
     if (ans == rcoll_auth_reply(p->secret, c->mac, 1)) {
         conn_done(c);
     } else if (ans == rcoll_auth_reply(p->secret, c->mac, 0)) {
-        /* it connects this socket to us itself (the lower rank's wins) */
-        ep->socks[c->idx].await = 1;
+        /* it connects this socket to us itself (the lower rank's wins);
+         * if that has not come in a while, ours goes again: a peer that
+         * failed meanwhile then refuses it, and we say so */
+        ep->socks[c->idx].await = rcoll_time_sec() + TCP_AWAIT_S;
         conn_free(c, 0);
     } else {
         conn_fail(c, RCOLL_ERR_AUTH, "tcp: rank %d's handshake on socket %d "
@@ -459,7 +471,7 @@ static void lazy_accept(rcoll_ev_handler_t *h, uint32_t events)
         (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx,
                                                      lh));
     (void)events;
-    for (;;) {
+    while (ctx->listen_fd >= 0) {
         int fd = accept4(ctx->listen_fd, NULL, NULL,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
@@ -469,7 +481,10 @@ static void lazy_accept(rcoll_ev_handler_t *h, uint32_t events)
                 return; /* EAGAIN: all taken; others: the peer gave up */
             /* the listener would stay readable (a busy loop) and the
              * connecting rank would wait to its timeout: fail now */
-            epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+            /* closed, so that connecting peers are refused at once
+             * rather than wait for a nonce to their timeout */
+            close(ctx->listen_fd);
+            ctx->listen_fd = -1;
             snprintf(msg, sizeof(msg), "connections to rank %d cannot be "
                      "accepted: accept: %s%s", ctx->p.rank, strerror(e),
                      rcoll_fd_limit_hint(e, hint, sizeof(hint)));
@@ -519,28 +534,41 @@ static void conn_reap(struct rcoll_tl_ctx *ctx)
     }
 }
 
+/* Handshakes past their deadline. Ending one may end others (a peer
+ * that fails drops all of its own), so the scan starts over after each:
+ * each step ends the handshake or moves its deadline on. */
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx)
 {
     double now = rcoll_time_sec();
     conn_reap(ctx); /* no event batch is being dispatched now */
-    for (tcp_conn_t *c = ctx->conns, *next; c; c = next) {
-        next = c->next;
-        if (now < c->deadline)
-            continue;
+    for (;;) {
+        tcp_conn_t *c = ctx->conns;
+        while (c && now < c->deadline)
+            c = c->next;
+        if (!c)
+            break;
         if (c->state == CONN_HELLO) {
             rcoll_warn("tcp: rank %d dropped a connection: no valid hello "
                        "within %.0f s (half-open or silent)", ctx->p.rank,
                        TCP_HELLO_S);
             conn_free(c, 0);
-        } else if (c->state == CONN_CONNECTING || c->pair) {
-            /* (c and any other connection ended here stay allocated
-             * until the next tick: next stays valid) */
-            conn_retry(c, ETIMEDOUT);
+        } else if (c->state == CONN_CONNECTING) {
+            conn_retry(c, ETIMEDOUT); /* another rail, or the peer fails */
         } else {
             conn_fail(c, RCOLL_ERR_TIMEOUT, "tcp: rank %d's socket %d to it "
                       "got no answer to its handshake within RCOLL_TIMEOUT",
                       ctx->p.rank, c->idx);
         }
+    }
+}
+
+void tcp_lazy_drop(tcp_ep_t *ep)
+{
+    for (int k = 0; k < ep->ctx->nsocks; k++) {
+        tcp_sock_t *s = &ep->socks[k];
+        if (s->conn)
+            conn_free(s->conn, 0);
+        s->await = 0;
     }
 }
 
