@@ -246,9 +246,9 @@ void tcp_rail_addr(const tcp_rail_t *r, uint16_t port, rcoll_sockaddr_t *sa);
 int tcp_rail_of(const tcp_rails_t *rs, int fd);
 void tcp_rails_str(const tcp_rails_t *rs, char *buf, size_t len);
 
-/* tcp_ctx.c, for tcp_lazy.c: a socket's slots and queue (0, or -1 out of
- * memory; once per socket); a connected socket taken into use; whether a
- * peer's hello agrees with our settings. */
+/* tcp_data.c, for both set-ups: a socket's slots and queue (0, or -1 out
+ * of memory; once per socket); a connected socket taken into use; whether
+ * a peer's hello agrees with our settings. */
 int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s);
 rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
                               int fd);
@@ -262,8 +262,6 @@ rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
 rcoll_status_t tcp_lazy_listen(struct rcoll_tl_ctx *ctx);
 void tcp_lazy_connect(tcp_ep_t *ep);
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx);
-/* The peer failed: its handshakes end (no retry on another rail). */
-void tcp_lazy_drop(tcp_ep_t *ep);
 void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
 
 /* tcp_data.c, for tcp_ctx.c */

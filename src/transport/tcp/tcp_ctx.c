@@ -52,66 +52,6 @@ static void tcp_sock_shell(tcp_ep_t *ep, tcp_sock_t *s, int k)
     s->rail = -1;
 }
 
-int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
-{
-    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
-    if (s->allocated)
-        return 0;
-    rcoll_slots_init(&s->sl, ctx->nslots);
-    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
-    s->slot_off = calloc(ns, sizeof(uint32_t));
-    s->slot_ring = calloc(ns, sizeof(uint32_t));
-    s->tx_ring = calloc(ns, sizeof(uint32_t));
-    s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
-    s->slot_pay = calloc(ns, sizeof(char *));
-    s->slot_big = calloc(ns, sizeof(char *));
-    s->slot_isbig = calloc(ns, 1);
-    s->tx_isbig = calloc(ns, 1);
-    s->pool = calloc(nb, sizeof(char *));
-    s->pool_all = calloc(nb, sizeof(char *));
-    s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
-    if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
-        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
-        !s->pool || !s->pool_all || !s->txq)
-        return -1;
-    s->allocated = 1;
-    return 0;
-}
-
-rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
-                              int fd)
-{
-    tcp_ep_t *ep = ctx->eps[peer];
-    tcp_sock_t *s = &ep->socks[idx];
-    if (s->fd >= 0) {
-        close(fd);
-        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
-                                "tcp: rank %d connected socket %d twice", peer,
-                                idx);
-    }
-    s->fd = fd;
-    s->closed = 0;
-    s->rail = ctx->rails ? tcp_rail_of(&ctx->rails[ctx->p.rank], fd) : -1;
-    rcoll_sock_set_nonblock(fd, 1);
-    /* kernel buffers that hold what the credits let through (the ring,
-     * the big buffers, their headers), so that the credits and not TCP's
-     * window pace the sender: smaller ones (4 KiB chunks made them 16 KiB)
-     * left TCP's window shut below one loopback MSS (64 KiB) until its
-     * persist timer fired, and a 4-rank halving all-reduce of 280 KiB took
-     * 100 ms stalls per step */
-    size_t want = ctx->ring_size + (size_t)ctx->nbig * ctx->p.chunk_size +
-                  (size_t)ctx->nslots * sizeof(tcp_wire_t);
-    int sz = (int)RCOLL_MIN(want, 8u << 20);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
-                             .data.ptr = &s->h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
-                                strerror(errno));
-    return RCOLL_OK;
-}
-
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason);
 
@@ -203,24 +143,6 @@ static void tcp_missing_lower(const struct rcoll_tl_ctx *ctx,
                 break;
             }
     }
-}
-
-/* An authenticated hello with other settings than ours: both sides would
- * fail later in confusing ways, so stop here and say why. */
-rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
-                               const tcp_hello_t *h)
-{
-    const rcoll_tl_params_t *p = &ctx->p;
-    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
-        h->nslots == p->nslots)
-        return RCOLL_OK;
-    return rcoll__set_error(
-        RCOLL_ERR_INVALID_ARGUMENT,
-        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
-        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
-        "%d): set them the same on every rank", p->rank, h->rank,
-        ctx->nsocks, h->nsocks, p->chunk_size,
-        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
 }
 
 /* A bootstrap ring neighbour's socket became readable while we wait for
@@ -662,13 +584,38 @@ static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     tcp_rails_stats(ctx, f);
 }
 
-/* Handshakes on first use time out and their ends are freed here too,
- * not only on idle turns (a rank busy with other peers has few). */
+/* Sends: a socket not connected yet (connections on first use) is
+ * connected first, the send waiting as for a credit. */
+static rcoll_status_t tcp_send_op(rcoll_tl_ep_t *tep,
+                                  const rcoll_msg_hdr_t *hdr,
+                                  const void *payload, void *cookie,
+                                  int flags, size_t xfer)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
+    if (s->fd < 0 && ep->ctx->lazy && !ep->failed && !s->ended) {
+        tcp_lazy_connect(ep);
+        if (ep->failed)
+            return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+        rcoll_lane_add(&s->st.tx_waits, 1);
+        return RCOLL_INPROGRESS;
+    }
+    return tcp_send(tep, hdr, payload, cookie, flags, xfer);
+}
+
+/* Handshakes on first use time out and their ends are freed on every
+ * turn of the engine, busy (progress) or idle. */
 static int tcp_progress(rcoll_tl_ctx_t *ctx)
 {
     if (ctx->conns || ctx->dead)
         tcp_lazy_tick(ctx);
     return 0;
+}
+
+static int tcp_idle_op(rcoll_tl_ctx_t *ctx)
+{
+    tcp_progress(ctx);
+    return tcp_idle(ctx);
 }
 
 const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
@@ -677,7 +624,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .usable = tcp_usable,
     .local_only = 0,
     .ctx_create = tcp_ctx_create,
-    .send = tcp_send,
+    .send = tcp_send_op,
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
     .recv_full = tcp_recv_full,
@@ -689,7 +636,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .recv_unplace = tcp_recv_unplace,
     .send_revoke = tcp_send_revoke,
     .progress = tcp_progress,
-    .idle = tcp_idle,
+    .idle = tcp_idle_op,
     .ctx_destroy = tcp_ctx_destroy,
     .peer_bytes = tcp_peer_bytes,
 };

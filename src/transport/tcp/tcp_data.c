@@ -44,8 +44,6 @@ static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
                  err ? ": " : "", err ? strerror(err) : "");
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
-    if (ctx->lazy)
-        tcp_lazy_drop(ep);
     rcoll_tl_peer_failed(&ctx->p, ep->peer, ep->fail_msg,
                          sizeof(ep->fail_msg), ep->aborted, ep->abort_reason,
                          ep->end_what);
@@ -62,8 +60,6 @@ void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what)
         snprintf(ep->end_what, sizeof(ep->end_what), "%s", what);
     for (int i = 0; i < ctx->nsocks; i++)
         tcp_sock_close(&ep->socks[i]);
-    if (ctx->lazy)
-        tcp_lazy_drop(ep);
     snprintf(ep->fail_msg, sizeof(ep->fail_msg), "rank %d (%s pid %d): %s",
              ep->peer, pi->hostname, (int)pi->pid, what);
     ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, st, ep->fail_msg);
@@ -251,14 +247,6 @@ rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
     if (ep->failed || s->ended)
         return tcp_ep_error(ep);
-    if (s->fd < 0 && ep->ctx->lazy) {
-        /* not connected yet: ours to connect, or the peer's under way */
-        tcp_lazy_connect(ep);
-        if (ep->failed)
-            return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
-        rcoll_lane_add(&s->st.tx_waits, 1);
-        return RCOLL_INPROGRESS;
-    }
     if (s->bye || s->closed)
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
@@ -799,8 +787,6 @@ int tcp_recv_full(rcoll_tl_ep_t *tep)
  * take (2-rank 32-byte broadcast over loopback: 10 -> 7 us). */
 int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
-    if (ctx->conns || ctx->dead)
-        tcp_lazy_tick(ctx);
     for (int i = 0; i < ctx->p.nranks; i++) {
         tcp_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nsocks; k++) {
@@ -816,3 +802,82 @@ int tcp_idle(rcoll_tl_ctx_t *ctx)
     return 0; /* what arrives meanwhile raises an epoll event */
 }
 
+/* ---- a socket taken into use (both set-ups: tcp_ctx.c, tcp_lazy.c) ---- */
+
+int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
+{
+    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+    if (s->allocated)
+        return 0;
+    rcoll_slots_init(&s->sl, ctx->nslots);
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
+    s->slot_off = calloc(ns, sizeof(uint32_t));
+    s->slot_ring = calloc(ns, sizeof(uint32_t));
+    s->tx_ring = calloc(ns, sizeof(uint32_t));
+    s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
+    s->slot_pay = calloc(ns, sizeof(char *));
+    s->slot_big = calloc(ns, sizeof(char *));
+    s->slot_isbig = calloc(ns, 1);
+    s->tx_isbig = calloc(ns, 1);
+    s->pool = calloc(nb, sizeof(char *));
+    s->pool_all = calloc(nb, sizeof(char *));
+    s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
+    if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
+        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
+        !s->pool || !s->pool_all || !s->txq)
+        return -1;
+    s->allocated = 1;
+    return 0;
+}
+
+rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
+                              int fd)
+{
+    tcp_ep_t *ep = ctx->eps[peer];
+    tcp_sock_t *s = &ep->socks[idx];
+    if (s->fd >= 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                "tcp: rank %d connected socket %d twice", peer,
+                                idx);
+    }
+    s->fd = fd;
+    s->closed = 0;
+    s->rail = ctx->rails ? tcp_rail_of(&ctx->rails[ctx->p.rank], fd) : -1;
+    rcoll_sock_set_nonblock(fd, 1);
+    /* kernel buffers that hold what the credits let through (the ring,
+     * the big buffers, their headers), so that the credits and not TCP's
+     * window pace the sender: smaller ones (4 KiB chunks made them 16 KiB)
+     * left TCP's window shut below one loopback MSS (64 KiB) until its
+     * persist timer fired, and a 4-rank halving all-reduce of 280 KiB took
+     * 100 ms stalls per step */
+    size_t want = ctx->ring_size + (size_t)ctx->nbig * ctx->p.chunk_size +
+                  (size_t)ctx->nslots * sizeof(tcp_wire_t);
+    int sz = (int)RCOLL_MIN(want, 8u << 20);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                             .data.ptr = &s->h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
+/* An authenticated hello with other settings than ours: both sides would
+ * fail later in confusing ways, so stop here and say why. */
+rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                               const tcp_hello_t *h)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
+        h->nslots == p->nslots)
+        return RCOLL_OK;
+    return rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
+        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
+        "%d): set them the same on every rank", p->rank, h->rank,
+        ctx->nsocks, h->nsocks, p->chunk_size,
+        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
+}

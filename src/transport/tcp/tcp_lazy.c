@@ -172,6 +172,10 @@ static void conn_retry(tcp_conn_t *c, int err)
     char a[128], hint[320];
     if (c->state == CONN_DEAD)
         return;
+    if (ctx->eps[c->peer]->failed) {
+        conn_free(c, 0);
+        return;
+    }
     tcp_rails_pair(me, them, pairs);
     tcp_rail_addr(&them->rail[pairs[c->pair][1]], them->port, &to);
     rcoll_sock_addr_str(&to, a, sizeof(a));
@@ -534,20 +538,23 @@ static void conn_reap(struct rcoll_tl_ctx *ctx)
     }
 }
 
-/* Handshakes past their deadline. Ending one may end others (a peer
- * that fails drops all of its own), so the scan starts over after each:
- * each step ends the handshake or moves its deadline on. */
+/* Handshakes past their deadline, or of a peer that failed. Ending one
+ * may end others (a peer that fails), so the scan starts over after
+ * each: each step ends the handshake or moves its deadline on. */
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx)
 {
     double now = rcoll_time_sec();
     conn_reap(ctx); /* no event batch is being dispatched now */
     for (;;) {
         tcp_conn_t *c = ctx->conns;
-        while (c && now < c->deadline)
+        while (c && now < c->deadline &&
+               (c->state == CONN_HELLO || !ctx->eps[c->peer]->failed))
             c = c->next;
         if (!c)
             break;
-        if (c->state == CONN_HELLO) {
+        if (c->state != CONN_HELLO && ctx->eps[c->peer]->failed) {
+            conn_free(c, 0); /* the peer failed: no retry, no warning */
+        } else if (c->state == CONN_HELLO) {
             rcoll_warn("tcp: rank %d dropped a connection: no valid hello "
                        "within %.0f s (half-open or silent)", ctx->p.rank,
                        TCP_HELLO_S);
@@ -559,16 +566,6 @@ void tcp_lazy_tick(struct rcoll_tl_ctx *ctx)
                       "got no answer to its handshake within RCOLL_TIMEOUT",
                       ctx->p.rank, c->idx);
         }
-    }
-}
-
-void tcp_lazy_drop(tcp_ep_t *ep)
-{
-    for (int k = 0; k < ep->ctx->nsocks; k++) {
-        tcp_sock_t *s = &ep->socks[k];
-        if (s->conn)
-            conn_free(s->conn, 0);
-        s->await = 0;
     }
 }
 
