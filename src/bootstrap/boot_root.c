@@ -262,6 +262,14 @@ static void root_abandon(const rcoll_sockaddr_t *port, rcoll_acceptor_t *acc,
 {
     root_record(port, st, msg);
     root_fail(rs->nranks, rs->fds, st, msg, rcoll_time_sec() + 2.0);
+    /* told: their descriptors go, so that the ranks still arriving can be
+     * accepted and told too (after EMFILE as well) */
+    for (int i = 0; rs->fds && i < rs->nranks; i++)
+        if (rs->fds[i] >= 0) {
+            close(rs->fds[i]);
+            rs->fds[i] = -1;
+        }
+    acc->nofile = 0;
     root_fail_late(acc, st, msg, rs->info_size);
 }
 
@@ -306,8 +314,17 @@ static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
             root_abandon(port, acc, rs, RCOLL_ERR_TIMEOUT, msg);
             return;
         }
-        if (st != RCOLL_OK || root_admit(rs, &h, fd, deadline) == -2)
-            return;
+        /* out of descriptors (the acceptor names RLIMIT_NOFILE) or of
+         * memory: every rank is told why, not left to read "rank 0 died" */
+        if (st == RCOLL_OK && root_admit(rs, &h, fd, deadline) == -2)
+            st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory for the "
+                                  "table of %d ranks", rs->nranks);
+        else if (st == RCOLL_OK)
+            continue;
+        snprintf(msg, sizeof(msg), "bootstrap: the root (in rank 0's "
+                 "process) gave up: %s", rcoll_last_error());
+        root_abandon(port, acc, rs, st, msg);
+        return;
     }
     boot_answer_t ok = {BOOT_MAGIC, 0};
     for (int i = 0; i < rs->nranks; i++)

@@ -8,6 +8,7 @@
 #include "../../src/transport/tcp/tcp_data.c"
 #include "../../src/transport/tcp/tcp_ctx.c"
 #include "../../src/transport/tcp/tcp_rails.c"
+#include "../../src/transport/tcp/tcp_lazy.c"
 #include "fuzz_common.h"
 #include <sys/socket.h>
 
