@@ -847,10 +847,8 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     rcoll_sock_set_nonblock(fd, 1);
     /* kernel buffers that hold what the credits let through (the ring,
      * the big buffers, their headers), so that the credits and not TCP's
-     * window pace the sender: smaller ones (4 KiB chunks made them 16 KiB)
-     * left TCP's window shut below one loopback MSS (64 KiB) until its
-     * persist timer fired, and a 4-rank halving all-reduce of 280 KiB took
-     * 100 ms stalls per step */
+     * window pace the sender: a buffer below one MSS keeps TCP's window
+     * shut until its persist timer fires (100-200 ms per step) */
     size_t want = ctx->ring_size + (size_t)ctx->nbig * ctx->p.chunk_size +
                   (size_t)ctx->nslots * sizeof(tcp_wire_t);
     int sz = (int)RCOLL_MIN(want, 8u << 20);
