@@ -1,6 +1,9 @@
-/* The bootstrap's root service: a thread that admits every rank's hello,
- * watches the ones that joined, and sends each the table of all of them
- * (or a notice naming the ranks that died or never came). */
+/* The bootstrap's root service: a thread that admits every rank's hello
+ * and entry, watches the ones that joined, and sends each the entries of
+ * its ring neighbours (or a notice naming the ranks that died or never
+ * came). It keeps at most half the descriptors its process has to spare:
+ * the ranks beyond are answered "later" and called back on their
+ * listeners when all joined. */
 #include "boot_wire.h"
 #include "util/params.h"
 #include <arpa/inet.h>
@@ -179,13 +182,17 @@ void rcoll__boot_roots_wait(double secs)
 }
 
 /* What the root knows of the ranks that joined so far. */
+#define ROOT_CALL (-2)   /* fds[r]: joined, to be called back */
 typedef struct {
     int nranks;          /* -1 until the first hello */
     int joined;
     uint32_t info_size;  /* bytes of each rank's entry */
-    int *fds;            /* by rank, -1 until it joined */
+    int *fds;            /* by rank, -1 until it joined, or ROOT_CALL */
     char *infos;         /* by rank, the entries */
     int *watch, *watch_rank; /* the joined ranks' fds, for the acceptor */
+    long spare;          /* descriptors this process had to spare */
+    int hold, held;      /* connections the root may keep, and keeps */
+    const uint8_t *secret;
 } root_state_t;
 
 /* The ranks that did not join (the first 8) after a timeout. */
@@ -196,7 +203,7 @@ static void root_missing_msg(const root_state_t *rs, double timeout,
                        "RCOLL_TIMEOUT (%g s); missing:", rs->joined,
                        rs->nranks, timeout);
     for (int i = 0, k = 0; i < rs->nranks && off < (int)len; i++)
-        if (rs->fds[i] < 0) {
+        if (rs->fds[i] == -1) {
             if (k++ == 8) {
                 snprintf(msg + off, len - (size_t)off, " ...");
                 break;
@@ -213,6 +220,10 @@ static void root_missing_msg(const root_state_t *rs, double timeout,
 static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
                       double deadline)
 {
+    if (h->purpose == HELLO_PING) { /* a rank waiting for its call */
+        close(fd);
+        return -1;
+    }
     if (h->purpose != HELLO_ROOT) {
         rcoll_warn("bootstrap root: dropped a connection: not a rendezvous "
                    "hello");
@@ -237,6 +248,15 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
             close(fd);
             return -2;
         }
+        /* half of what the process has to spare is kept for rank 0's own
+         * sockets; the ranks beyond the rest are called back */
+        long hold = rs->spare / 2;
+        rs->hold = (int)RCOLL_MAX(1, RCOLL_MIN(hold, (long)rs->nranks));
+        if (rs->hold < rs->nranks)
+            rcoll_info(RCOLL_SUBSYS_BOOT, "bootstrap root: %ld descriptors "
+                       "to spare: keeps the connections of %d of %d ranks, "
+                       "calls the others back", rs->spare, rs->hold,
+                       rs->nranks);
     }
     if (h->nranks != rs->nranks || h->info_size != rs->info_size ||
         h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] >= 0) {
@@ -250,9 +270,70 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
         close(fd);
         return -1;
     }
+    if (rs->held >= rs->hold) { /* no descriptor to keep: call it back */
+        boot_answer_t later = {BOOT_LATER, 0};
+        rcoll_status_t st = rcoll_sock_send_all(fd, &later, sizeof(later),
+                                                deadline);
+        close(fd);
+        if (st != RCOLL_OK)
+            return -1;
+        fd = ROOT_CALL;
+    } else {
+        rs->held++;
+    }
     rs->fds[h->rank] = fd;
     rs->joined++;
     return 0;
+}
+
+/* The answer for rank r: its status word, then the entries of its ring
+ * neighbours (it learns the others from them over the ring), or a
+ * notice. */
+static rcoll_status_t root_answer(const root_state_t *rs, int fd, int r,
+                                  rcoll_status_t status, const char *msg,
+                                  double deadline)
+{
+    boot_answer_t a = {BOOT_MAGIC, (int32_t)status};
+    rcoll_status_t st = rcoll_sock_send_all(fd, &a, sizeof(a), deadline);
+    if (st == RCOLL_OK && status != RCOLL_OK) {
+        char notice[BOOT_NOTICE_LEN] = {0};
+        snprintf(notice, sizeof(notice), "%s", msg);
+        return rcoll_sock_send_all(fd, notice, sizeof(notice), deadline);
+    }
+    int n = rs->nranks;
+    for (int k = 0; st == RCOLL_OK && k < 2; k++) {
+        int q = k == 0 ? (r + n - 1) % n : (r + 1) % n;
+        st = rcoll_sock_send_all(fd, rs->infos + (size_t)q * rs->info_size,
+                                 rs->info_size, deadline);
+    }
+    return st;
+}
+
+/* Calls rank r back on its bootstrap listener with its answer; with
+ * HELLO_PING, only checks that it is there. */
+static rcoll_status_t root_call(const root_state_t *rs, int r,
+                                uint32_t purpose, rcoll_status_t status,
+                                const char *msg, double deadline)
+{
+    rcoll_boot_peer_t p;
+    boot_hello_t h = {purpose, r, rs->nranks, rs->info_size};
+    int fd = -1;
+    memcpy(&p, rs->infos + (size_t)r * rs->info_size, sizeof(p));
+    if (p.boot_addr.sa.sa_family != AF_INET &&
+        p.boot_addr.sa.sa_family != AF_INET6)
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL, "its entry has no "
+                                "address");
+    /* it listens until called: refused means it is gone */
+    rcoll_status_t st = rcoll_sock_connect_peer(
+        &p.boot_addr, deadline, RCOLL_MIN(deadline, rcoll_time_sec() + 1.0),
+        &fd);
+    if (st == RCOLL_OK)
+        st = rcoll_sock_auth_connect(fd, rs->secret, &h, sizeof(h), deadline);
+    if (st == RCOLL_OK && purpose == HELLO_CALL)
+        st = root_answer(rs, fd, r, status, msg, deadline);
+    if (fd >= 0)
+        close(fd);
+    return st;
 }
 
 /* The root gives up: recorded for ranks of this process that come later,
@@ -262,6 +343,17 @@ static void root_abandon(const rcoll_sockaddr_t *port, rcoll_acceptor_t *acc,
 {
     root_record(port, st, msg);
     root_fail(rs->nranks, rs->fds, st, msg, rcoll_time_sec() + 2.0);
+    /* those waiting for a call: 5 s for all of them (a dead one refuses
+     * at once) */
+    double end = rcoll_time_sec() + 5.0;
+    for (int i = 0; rs->fds && i < rs->nranks; i++)
+        if (rs->fds[i] == ROOT_CALL) {
+            double now = rcoll_time_sec();
+            if (now < end)
+                root_call(rs, i, HELLO_CALL, st, msg,
+                          RCOLL_MIN(end, now + 1.0));
+            rs->fds[i] = -1;
+        }
     /* told: their descriptors go, so that the ranks still arriving can be
      * accepted and told too (after EMFILE as well) */
     for (int i = 0; rs->fds && i < rs->nranks; i++)
@@ -326,23 +418,55 @@ static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
         root_abandon(port, acc, rs, st, msg);
         return;
     }
-    boot_answer_t ok = {BOOT_MAGIC, 0};
+    /* all joined: the ranks to call back are checked first (each takes
+     * a descriptor only while it is checked), so that if one died since
+     * it joined, all are told before any is answered */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < rs->nranks; i++) {
+            if (rs->fds[i] != ROOT_CALL)
+                continue;
+            rcoll_status_t st = root_call(rs, i, pass ? HELLO_CALL : HELLO_PING,
+                                          RCOLL_OK, NULL, deadline);
+            if (st == RCOLL_OK) {
+                if (pass)
+                    rs->fds[i] = -1;
+                continue;
+            }
+            char who[128];
+            root_who(who, sizeof(who), i,
+                     rs->infos + (size_t)i * rs->info_size, rs->info_size);
+            snprintf(msg, sizeof(msg), "bootstrap: the root cannot call back "
+                     "%s, which joined: it died or was killed (%s)", who,
+                     rcoll_last_error());
+            rs->fds[i] = -1;
+            root_abandon(port, acc, rs,
+                         st == RCOLL_ERR_TIMEOUT ? RCOLL_ERR_TIMEOUT
+                                                 : RCOLL_ERR_REMOTE,
+                         msg);
+            return;
+        }
     for (int i = 0; i < rs->nranks; i++)
-        if (rcoll_sock_send_all(rs->fds[i], &ok, sizeof(ok), deadline) ==
-            RCOLL_OK)
-            rcoll_sock_send_all(rs->fds[i], rs->infos,
-                                (size_t)rs->nranks * rs->info_size, deadline);
+        if (rs->fds[i] >= 0)
+            root_answer(rs, rs->fds[i], i, RCOLL_OK, NULL, deadline);
 }
 
 static void *root_thread(void *arg)
 {
     root_args_t *a = arg;
-    root_state_t rs = {.nranks = -1};
+    root_state_t rs = {.nranks = -1, .secret = a->secret};
     rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    long open = rcoll_fd_open_count();
 
+    /* the descriptors it may use: a connection in its handshake or kept
+     * until all joined takes one each (under a low RLIMIT_NOFILE, the
+     * ranks beyond are called back) */
+    rs.spare = (long)rcoll_fd_limit_raise(0) - (open < 0 ? 32 : open);
     if (acc) {
         rcoll_acceptor_init(acc, a->listen_fd, a->secret,
                             sizeof(boot_hello_t), "bootstrap root");
+        acc->maxpend = (int)RCOLL_MAX(2, RCOLL_MIN(rs.spare / 8,
+                                                   RCOLL_AUTH_PENDING_MAX));
+        rs.spare -= acc->maxpend;
         rcoll_sockaddr_t port = fd_addr(a->listen_fd);
         pthread_mutex_lock(&failed_lock);
         if (same_addr(&failed_addr, &port))

@@ -7,9 +7,14 @@
 #include <stdint.h>
 
 #define BOOT_MAGIC   0x72636f6cU /* "rcol" */
-#define BOOT_VERSION 1
-#define HELLO_ROOT   1
-#define HELLO_RING   2
+#define BOOT_VERSION 2
+#define HELLO_ROOT   1  /* a rank joins the rendezvous */
+#define HELLO_RING   2  /* a rank connects to the next one */
+#define HELLO_CALL   3  /* the root calls a rank back with its answer */
+#define HELLO_PING   4  /* a rank waiting for its call checks the root */
+/* the root's answer when it has no descriptor to keep for the rank: it
+ * calls back (HELLO_CALL) on the rank's listener when all ranks joined */
+#define BOOT_LATER  0x72636c74U /* "rclt" */
 /* a word before each bootstrap ring block: data follows, or a failure
  * notice (BOOT_NOTICE_LEN bytes) */
 #define BOOT_DATA   0x62646174U /* "bdat" */
@@ -23,7 +28,8 @@ typedef struct {
     uint32_t info_size;
 } boot_hello_t;
 
-/* the root's answer to a hello: then the table, or a notice */
+/* the root's answer to a hello: then the entries of the rank's ring
+ * neighbours (previous, next), or a notice */
 typedef struct {
     uint32_t magic;
     int32_t status;     /* 0 or an rcoll_status_t */

@@ -83,15 +83,50 @@ uint64_t rcoll_host_hash(void)
 
 /* ---- per rank ---- */
 
+/* The acceptor on our listener (NULL: no memory). */
+static rcoll_acceptor_t *boot_acceptor(rcoll_bootstrap_t *bs)
+{
+    if (!bs->acc && (bs->acc = malloc(sizeof(*bs->acc))))
+        rcoll_acceptor_init(bs->acc, bs->listen_fd, bs->secret,
+                            sizeof(boot_hello_t), "bootstrap listener");
+    return bs->acc;
+}
+
+/* Closes the handshakes still in progress on our listener. */
+static void boot_acceptor_done(rcoll_bootstrap_t *bs)
+{
+    if (bs->acc) {
+        rcoll_acceptor_fini(bs->acc);
+        free(bs->acc);
+        bs->acc = NULL;
+    }
+}
+
+/* The go-ahead to the previous rank on its ring connection. */
+static rcoll_status_t ring_go(rcoll_bootstrap_t *bs, int fd, double deadline)
+{
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    uint32_t w = BOOT_DATA; /* go on: no failure to report */
+    rcoll_status_t st = rcoll_sock_send_all(fd, &w, sizeof(w), deadline);
+    if (st != RCOLL_OK)
+        return rcoll__set_error(st, "bootstrap: rank %d (%s pid %d) closed "
+                                "its ring connection to rank %d", prev,
+                                bs->peers[prev].hostname,
+                                (int)bs->peers[prev].pid, bs->rank);
+    return RCOLL_OK;
+}
+
 static rcoll_status_t ring_accept(rcoll_bootstrap_t *bs, double deadline)
 {
     int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
-    rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    rcoll_acceptor_t *acc;
     rcoll_status_t st = RCOLL_ERR_NO_MEMORY;
-    if (!acc)
+    if (bs->prev_early) { /* it connected while we waited for the root */
+        bs->prev_early = 0;
+        return ring_go(bs, bs->prev_fd, deadline);
+    }
+    if (!(acc = boot_acceptor(bs)))
         return rcoll__set_error(st, "bootstrap: no memory");
-    rcoll_acceptor_init(acc, bs->listen_fd, bs->secret, sizeof(boot_hello_t),
-                        "bootstrap ring");
     for (;;) {
         int fd, ready;
         boot_hello_t h;
@@ -109,21 +144,13 @@ static rcoll_status_t ring_accept(rcoll_bootstrap_t *bs, double deadline)
             close(fd);
             continue;
         }
-        uint32_t w = BOOT_DATA; /* go on: no failure to report */
-        st = rcoll_sock_send_all(fd, &w, sizeof(w), deadline);
-        if (st != RCOLL_OK) {
+        if ((st = ring_go(bs, fd, deadline)) != RCOLL_OK) {
             close(fd);
-            st = rcoll__set_error(st, "bootstrap: rank %d (%s pid %d) "
-                                  "closed its ring connection to rank %d",
-                                  prev, bs->peers[prev].hostname,
-                                  (int)bs->peers[prev].pid, bs->rank);
             break;
         }
         bs->prev_fd = fd;
         break;
     }
-    rcoll_acceptor_fini(acc);
-    free(acc);
     return st;
 }
 
@@ -203,12 +230,17 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
     }
     ring_notice(bs, msg);
     dl = rcoll_time_sec() + 1.5; /* backward: the previous rank's connect */
-    if (bs->prev_fd < 0 && bs->listen_fd >= 0) {
-        rcoll_acceptor_t *acc = malloc(sizeof(*acc));
+    if (bs->prev_early) { /* it waits for its go-ahead there */
+        uint32_t w = BOOT_NOTICE;
+        char notice[BOOT_NOTICE_LEN] = {0};
+        snprintf(notice, sizeof(notice), "%s", msg);
+        if (rcoll_sock_send_all(bs->prev_fd, &w, sizeof(w), dl) == RCOLL_OK)
+            rcoll_sock_send_all(bs->prev_fd, notice, sizeof(notice), dl);
+        bs->prev_early = 0;
+    } else if (bs->prev_fd < 0 && bs->listen_fd >= 0) {
+        rcoll_acceptor_t *acc = boot_acceptor(bs);
         if (!acc)
             return;
-        rcoll_acceptor_init(acc, bs->listen_fd, bs->secret,
-                            sizeof(boot_hello_t), "bootstrap ring");
         for (;;) {
             int fd, ready;
             boot_hello_t h;
@@ -226,9 +258,7 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
             }
             close(fd);
         }
-        rcoll_acceptor_fini(acc);
-        free(acc);
-    }
+            }
 }
 
 /* Connects to the root and says hello. A connection that closes before
@@ -292,30 +322,28 @@ static rcoll_status_t boot_rendezvous_failed(const rcoll_bootstrap_t *bs,
                                   "same size?)");
 }
 
-/* Sends our entry to the root and waits for its answer: every rank's
- * entry (bs->peers), or the notice of why it gave up. Closes fd. */
-static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
-                                         const rcoll_sockaddr_t *root,
-                                         const rcoll_boot_peer_t *me, int fd,
-                                         double deadline)
+/* Reads the root's answer on fd: the entries of our ring neighbours into
+ * bs->peers, or the notice of why it gave up; with `later` (and the
+ * root's word "later"), *later = 1 instead. */
+static rcoll_status_t boot_root_answer(rcoll_bootstrap_t *bs,
+                                       const rcoll_sockaddr_t *root, int fd,
+                                       double deadline, int *later)
 {
-    int rank = bs->rank;
+    int rank = bs->rank, n = bs->nranks;
     char a[128];
     boot_answer_t ans;
-    rcoll_status_t st = rcoll_sock_send_all(fd, me, sizeof(*me), deadline);
-    if (st != RCOLL_OK) {
-        close(fd);
-        return boot_rendezvous_failed(bs, root, st);
-    }
     /* the root answers when every rank joined, or when it gives up */
-    st = rcoll_sock_recv_all(fd, &ans, sizeof(ans), deadline + 5.0);
-    if (st == RCOLL_ERR_REMOTE) {
-        close(fd);
+    rcoll_status_t st = rcoll_sock_recv_all(fd, &ans, sizeof(ans),
+                                            deadline + 5.0);
+    if (st == RCOLL_ERR_REMOTE)
         return rcoll__set_error(RCOLL_ERR_REMOTE, "bootstrap: rank %d: "
                                 "rank 0 (the root at %s) closed the "
                                 "rendezvous before answering: rank 0 died "
                                 "or was killed", rank,
                                 rcoll_sock_addr_str(root, a, sizeof(a)));
+    if (st == RCOLL_OK && ans.magic == BOOT_LATER && later) {
+        *later = 1;
+        return RCOLL_OK;
     }
     if (st == RCOLL_OK && (ans.magic != BOOT_MAGIC || ans.status > 0))
         st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bad answer");
@@ -324,7 +352,6 @@ static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
         st = rcoll_sock_recv_all(fd, notice, sizeof(notice),
                                  rcoll_time_sec() + 5.0);
         notice[sizeof(notice) - 1] = '\0';
-        close(fd);
         /* a root in this process finishes telling */
         rcoll__boot_roots_wait(4.0);
         return rcoll__set_error(st == RCOLL_OK ? (rcoll_status_t)ans.status
@@ -334,10 +361,133 @@ static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
                                 rank);
     }
     if (st == RCOLL_OK)
-        st = rcoll_sock_recv_all(fd, bs->peers,
-                                 (size_t)bs->nranks * sizeof(*me), deadline);
-    close(fd);
+        st = rcoll_sock_recv_all(fd, &bs->peers[(rank + n - 1) % n],
+                                 sizeof(rcoll_boot_peer_t), deadline);
+    if (st == RCOLL_OK)
+        st = rcoll_sock_recv_all(fd, &bs->peers[(rank + 1) % n],
+                                 sizeof(rcoll_boot_peer_t), deadline);
     return st == RCOLL_OK ? RCOLL_OK : boot_rendezvous_failed(bs, root, st);
+}
+
+/* 1 when nobody listens at the root any more (it died or finished);
+ * else it is alive or busy. The hello tells it to close silently. */
+static int boot_root_gone(rcoll_bootstrap_t *bs, const rcoll_sockaddr_t *root)
+{
+    boot_hello_t h = {HELLO_PING, bs->rank, bs->nranks, 0};
+    int fd = socket(root->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    rcoll_sock_set_nonblock(fd, 1);
+    int rc = connect(fd, &root->sa, rcoll_sock_addr_len(root));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+        struct pollfd pf = {fd, POLLOUT, 0};
+        socklen_t el = sizeof(err);
+        err = poll(&pf, 1, 1000) == 1 &&
+                      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0
+                  ? err
+                  : ETIMEDOUT;
+    }
+    if (err == 0) {
+        rcoll_sock_set_nonblock(fd, 0);
+        /* a busy root answers late: that is not gone */
+        rcoll_sock_auth_connect(fd, bs->secret, &h, sizeof(h),
+                                rcoll_time_sec() + 1.0);
+    }
+    close(fd);
+    return err == ECONNREFUSED;
+}
+
+/* The root kept no connection for us: it calls back on our listener when
+ * all ranks joined. Meanwhile the previous rank may connect for the ring
+ * (kept for ring_accept), and every 2 s we check that the root still
+ * listens. Returns the call's connection. */
+static rcoll_status_t boot_await_call(rcoll_bootstrap_t *bs,
+                                      const rcoll_sockaddr_t *root,
+                                      double deadline, int *fd_p)
+{
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    char a[128];
+    double ping = rcoll_time_sec() + 2.0, gone = 0;
+    rcoll_acceptor_t *acc = boot_acceptor(bs);
+    rcoll_status_t st;
+    if (!acc)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
+    rcoll_info(RCOLL_SUBSYS_BOOT, "bootstrap: rank %d waits for the root's "
+               "call (it has no descriptor to keep for us)", bs->rank);
+    for (;;) {
+        int fd, ready;
+        boot_hello_t h;
+        double until = RCOLL_MIN(deadline + 5.0, gone ? gone : ping);
+        st = rcoll_acceptor_next(acc, until, &h, &fd, NULL, 0, &ready);
+        if (st == RCOLL_OK && h.purpose == HELLO_CALL && h.rank == bs->rank &&
+            h.nranks == bs->nranks) {
+            *fd_p = fd;
+            break;
+        }
+        if (st == RCOLL_OK && h.purpose == HELLO_RING && h.rank == prev &&
+            bs->prev_fd < 0) {
+            bs->prev_fd = fd; /* its go-ahead comes in ring_accept */
+            bs->prev_early = 1;
+            continue;
+        }
+        if (st == RCOLL_OK) {
+            close(fd);
+            continue;
+        }
+        if (st != RCOLL_ERR_TIMEOUT)
+            break;
+        double now = rcoll_time_sec();
+        if (gone || now >= deadline + 5.0) {
+            char why[BOOT_NOTICE_LEN] = "";
+            rcoll_status_t wst = RCOLL_OK;
+            rcoll__boot_root_gave_up(root, &wst, why, sizeof(why));
+            if (wst != RCOLL_OK)
+                st = rcoll__set_error(wst, "%s (rank %d: the root in this "
+                                      "process gave up)", why, bs->rank);
+            else if (gone)
+                st = rcoll__set_error(RCOLL_ERR_REMOTE, "bootstrap: rank %d: "
+                                      "rank 0 (the root at %s) stopped "
+                                      "listening before calling back: "
+                                      "rank 0 died or was killed", bs->rank,
+                                      rcoll_sock_addr_str(root, a, sizeof(a)));
+            else
+                st = rcoll__set_error(RCOLL_ERR_TIMEOUT, "bootstrap: rank %d: "
+                                      "rank 0 (the root at %s) did not call "
+                                      "back within RCOLL_TIMEOUT", bs->rank,
+                                      rcoll_sock_addr_str(root, a, sizeof(a)));
+            break;
+        }
+        /* gone: a call it made just before may still be in our backlog */
+        if (boot_root_gone(bs, root))
+            gone = rcoll_time_sec() + 0.5;
+        ping = rcoll_time_sec() + 2.0;
+    }
+    return st;
+}
+
+/* Sends our entry to the root and waits for its answer, at once or by
+ * its call. Closes fd. */
+static rcoll_status_t boot_root_exchange(rcoll_bootstrap_t *bs,
+                                         const rcoll_sockaddr_t *root,
+                                         const rcoll_boot_peer_t *me, int fd,
+                                         double deadline)
+{
+    int later = 0;
+    rcoll_status_t st = rcoll_sock_send_all(fd, me, sizeof(*me), deadline);
+    if (st != RCOLL_OK) {
+        close(fd);
+        return boot_rendezvous_failed(bs, root, st);
+    }
+    st = boot_root_answer(bs, root, fd, deadline, &later);
+    close(fd);
+    if (st != RCOLL_OK || !later)
+        return st;
+    if ((st = boot_await_call(bs, root, deadline, &fd)) != RCOLL_OK)
+        return st;
+    st = boot_root_answer(bs, root, fd, deadline, NULL);
+    close(fd);
+    return st;
 }
 
 /* The ring: each rank connects to the next and accepts the previous; rank
@@ -363,6 +513,7 @@ static rcoll_status_t boot_ring_setup(rcoll_bootstrap_t *bs, double deadline)
         ring_tell(bs, why); /* it overwrites the last error */
         st = rcoll__set_error(st, "%s", why);
     }
+    boot_acceptor_done(bs);
     return st;
 }
 
@@ -413,9 +564,29 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
         }
         goto err;
     }
-    if ((st = boot_root_exchange(bs, root, &me, fd, deadline)) != RCOLL_OK ||
-        (st = rcoll_boot_table_check(bs->peers, nranks)) != RCOLL_OK ||
-        (st = boot_ring_setup(bs, deadline)) != RCOLL_OK)
+    if ((st = boot_root_exchange(bs, root, &me, fd, deadline)) != RCOLL_OK)
+        goto err;
+    bs->peers[rank] = me;
+    /* the neighbours' entries, checked before the ring connects to them;
+     * then everyone's, gathered over the ring */
+    int nb[2] = {(rank + nranks - 1) % nranks, (rank + 1) % nranks};
+    for (int k = 0; k < 2; k++) {
+        rcoll_boot_peer_t *q = &bs->peers[nb[k]];
+        q->hostname[sizeof(q->hostname) - 1] = '\0'; /* in messages */
+        if (nb[k] != rank &&
+            (q->rank != nb[k] ||
+             (q->boot_addr.sa.sa_family != AF_INET &&
+              q->boot_addr.sa.sa_family != AF_INET6))) {
+            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "bootstrap: rank %d: "
+                                  "bad entry from the root for rank %d",
+                                  rank, nb[k]);
+            goto err;
+        }
+    }
+    if ((st = boot_ring_setup(bs, deadline)) != RCOLL_OK ||
+        (st = rcoll_bootstrap_allgather(bs, bs->peers,
+                                        sizeof(*bs->peers))) != RCOLL_OK ||
+        (st = rcoll_boot_table_check(bs->peers, nranks)) != RCOLL_OK)
         goto err;
     return RCOLL_OK;
 err:
@@ -613,6 +784,7 @@ rcoll_status_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *bs)
 
 void rcoll_bootstrap_finalize(rcoll_bootstrap_t *bs)
 {
+    boot_acceptor_done(bs);
     if (bs->next_fd >= 0)
         close(bs->next_fd);
     if (bs->prev_fd >= 0)

@@ -1,6 +1,8 @@
-/* Out-of-band bootstrap: the rendezvous through rank 0's root service, then
- * a ring of authenticated sockets for all-gather and barrier of small
- * blobs. Used while creating a communicator (transport addresses). */
+/* Out-of-band bootstrap: the rendezvous through rank 0's root service
+ * (each rank learns its ring neighbours' entries), then a ring of
+ * authenticated sockets, over which the table of every rank's entry is
+ * gathered, for all-gather and barrier of small blobs. Used while
+ * creating a communicator (transport addresses). */
 #ifndef RCOLL_BOOTSTRAP_H
 #define RCOLL_BOOTSTRAP_H
 
@@ -32,6 +34,11 @@ typedef struct {
     int listen_fd;
     int next_fd;       /* ring: to rank+1 */
     int prev_fd;       /* ring: from rank-1 */
+    int prev_early;    /* prev_fd came while we waited for the root's
+                        * call: its go-ahead is not sent yet */
+    rcoll_acceptor_t *acc; /* on listen_fd, made at first use: one for the
+                            * whole bootstrap, so that a handshake begun
+                            * while waiting for the root carries on */
     rcoll_boot_peer_t *peers;
     double timeout;
     rcoll_sockaddr_t root_addr;

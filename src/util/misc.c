@@ -1,6 +1,7 @@
 /* Time, randomness, SipHash, hex, names. */
 #include "util.h"
 #include "params.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -278,6 +279,19 @@ unsigned long rcoll_fd_limit_raise(unsigned long want)
         }
     }
     return (unsigned long)rl.rlim_cur;
+}
+
+long rcoll_fd_open_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    long n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
 }
 
 const char *rcoll_fd_limit_hint(int err, char *buf, size_t len)

@@ -560,6 +560,7 @@ void rcoll_acceptor_init(rcoll_acceptor_t *a, int lfd,
     memcpy(a->secret, secret, 16);
     a->hlen = hlen;
     a->who = who;
+    a->maxpend = RCOLL_AUTH_PENDING_MAX;
 }
 
 static void acceptor_drop(rcoll_acceptor_t *a, int i, const char *why)
@@ -574,7 +575,7 @@ static void acceptor_drop(rcoll_acceptor_t *a, int i, const char *why)
  * handshake; each gets its nonce at once */
 static void acceptor_take(rcoll_acceptor_t *a)
 {
-    while (a->npend < RCOLL_AUTH_PENDING_MAX) {
+    while (a->npend < a->maxpend) {
         int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE)
@@ -667,7 +668,7 @@ static rcoll_status_t acceptor_loop(rcoll_acceptor_t *a, double deadline,
         int np = 0;
         /* full: the next connections wait in the backlog */
         pfd[np++] = (struct pollfd){
-            .fd = a->npend < RCOLL_AUTH_PENDING_MAX ? a->lfd : -1,
+            .fd = a->npend < a->maxpend ? a->lfd : -1,
             .events = POLLIN};
         double wake = deadline;
         for (int i = 0; i < a->npend; i++) {

@@ -112,6 +112,7 @@ typedef struct {
     size_t hlen;
     const char *who;          /* for warnings: "bootstrap root" ... */
     int npend;
+    int maxpend;              /* at most RCOLL_AUTH_PENDING_MAX (the default) */
     rcoll_auth_pending_t pend[RCOLL_AUTH_PENDING_MAX];
     unsigned long dropped;    /* connections that failed the handshake */
     int nofile;               /* accept failed for want of descriptors */

@@ -91,6 +91,8 @@ void rcoll_prefault(void *p, size_t len, int write);
  * limit, if it is lower (a communicator needs one or more per peer over
  * TCP). Returns the soft limit now. */
 unsigned long rcoll_fd_limit_raise(unsigned long want);
+/* Descriptors this process has open (from /proc/self/fd), or -1. */
+long rcoll_fd_open_count(void);
 /* For a call that failed with `err`: when it is EMFILE or ENFILE, text
  * naming the limit and what to do, else "" (buf is returned). */
 const char *rcoll_fd_limit_hint(int err, char *buf, size_t len);
