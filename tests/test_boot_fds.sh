@@ -4,7 +4,8 @@
 # the connections of the ranks it has descriptors for and calls the others
 # back on their listeners when all joined.
 #  1. all-reduce, all-gather and broadcast run, results checked, and some
-#     ranks were called back;
+#     ranks were called back; so does test_scale (all-to-all included: the
+#     tuner leaves out the algorithms that need every peer);
 #  2. a rank never comes: every rank, called back or not, names it within
 #     RCOLL_TIMEOUT + a few seconds;
 #  3. rank 0 (the root) is killed while ranks wait for its call: they
@@ -24,8 +25,8 @@ start() { # start NAME PORT TIMEOUT COLL RANK...: ranks in the background
     for r in "$@"; do
         env RCOLL_ROOT=127.0.0.1:$port RCOLL_SIZE=$N RCOLL_RANK=$r \
             RCOLL_TRANSPORTS=tcp RCOLL_TIMEOUT=$to RCOLL_DEBUG=info \
-            RCOLL_DEBUG_SUBSYS=boot RCOLL_SECRET=00112233445566778899aabbccddeeff \
-            sh -c "ulimit -n $LIM || exit 9; exec \"$B/benchmarks/rcoll-perf\" $coll -b 16 -e 1M -f 256 -n 2 -w 1 -c 1" \
+            RCOLL_DEBUG_SUBSYS=boot,init RCOLL_SECRET=00112233445566778899aabbccddeeff \
+            sh -c "ulimit -n $LIM || exit 9; if [ $coll = scale ]; then exec \"$B/tests/test_scale\" 0; else exec \"$B/benchmarks/rcoll-perf\" $coll -b 16 -e 1M -f 256 -n 2 -w 1 -c 1; fi" \
             > "$L/bootfd_${name}_$r.out" 2>&1 &
         echo "$r $!" >> "$L/bootfd_${name}.pids"
     done
@@ -53,6 +54,17 @@ for coll in allreduce allgather broadcast; do
     [ "$called" -gt 0 ] || fail "$coll: no rank was called back (the root kept all $N with $LIM files?)"
     echo "ok: $N ranks, $LIM open files each: $coll checked, $called ranks called back ($(($(date +%s) - t0)) s)"
 done
+# test_scale: all-reduce 8 B and 1 MiB, all-gather, broadcast, all-to-all
+# (Bruck: the tuner leaves out pairwise, which needs every peer) and a
+# ring exchange, checked
+port=$((port + 1))
+start scale $port 60 scale $(seq 0 $((N - 1)))
+wait_all scale
+[ "$bad" = 0 ] || { tail -n 3 "$L/bootfd_scale_0.out"; fail "test_scale: $bad of $N ranks failed"; }
+grep -q "0 rank(s) with wrong results" "$L/bootfd_scale_0.out" || fail "test_scale: wrong results"
+grep -q "the algorithms that talk to every peer are left out" "$L/bootfd_scale_0.out" ||
+    fail "test_scale: the tuner was not told that the descriptors are few"
+echo "ok: $N ranks, $LIM open files each: $(grep -o 'test_scale: .*init [0-9.]* s' "$L/bootfd_scale_0.out"), all six checks"
 
 # 2. rank 50 never comes
 port=$((port + 1))

@@ -240,6 +240,7 @@ static void test_schedule_pairing(void)
  * for every collective, size and team; latency-bound calls get the
  * logarithmic algorithms, bandwidth-bound ones the pipelined ones; and
  * oversubscription pushes toward fewer steps. */
+static int tune_peer_room; /* coll_env_t.peer_room for tune() */
 static const char *tune(coll_kind_t k, size_t count, rcoll_datatype_t dt,
                         int n, int local, int cores, rcoll_link_model_t link,
                         size_t *chunk)
@@ -249,7 +250,8 @@ static const char *tune(coll_kind_t k, size_t count, rcoll_datatype_t dt,
     int net = !memcmp(&link, &rcoll_config.tune_tcp, sizeof(link));
     coll_env_t e = {.rank = 0, .nranks = n, .chunk_size = 512 * 1024,
                     .link = link, .link_name = net ? "tcp" : "shm",
-                    .local_size = local, .ncores = cores};
+                    .local_size = local, .ncores = cores,
+                    .peer_room = tune_peer_room};
     coll_sched_t s;
     memset(&s, 0, sizeof(s));
     s.kind = k;
@@ -314,6 +316,32 @@ static void test_tuner(void)
     CHECK(!strcmp(nm, "binomial"), "8 B x 64 gather: %s", nm);
     nm = tune(COLL_SCATTER, 4u << 20, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
     CHECK(!strcmp(nm, "direct"), "16 MiB x 8 scatter: %s", nm);
+    /* descriptors for 20 peers of 63: no algorithm that talks to every
+     * peer, for any collective or size (all-to-all-v has only pairwise:
+     * it stays); with room for all, the choices above come back */
+    coll_kind_t all[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST,
+                         COLL_REDUCE_SCATTER, COLL_REDUCE, COLL_ALLTOALL,
+                         COLL_GATHER, COLL_SCATTER, COLL_ALLTOALLV};
+    tune_peer_room = 20;
+    for (int k = 0; k < 9; k++)
+        for (size_t c = 1; c <= (16u << 20); c *= 8)
+            for (int cores = 2; cores <= 64; cores *= 32) {
+                const char *x = tune(all[k], c, RCOLL_FLOAT32, 64, 64, cores,
+                                     tcp, &ch);
+                const coll_algo_t *a = coll_algos;
+                while (a->name && (a->kind != all[k] || strcmp(a->name, x)))
+                    a++;
+                CHECK(a->name && (!a->all_peers || all[k] == COLL_ALLTOALLV),
+                      "peer_room 20 of 63: %s count %zu, %d cores: %s",
+                      coll_kind_name(all[k]), c, cores, x);
+            }
+    nm = tune(COLL_ALLTOALL, 1u << 20, RCOLL_FLOAT32, 64, 64, 64, tcp, &ch);
+    CHECK(!strcmp(nm, "bruck"), "4 MiB x 64 all-to-all, room for 20: %s", nm);
+    tune_peer_room = 63;
+    nm = tune(COLL_ALLTOALL, 1u << 20, RCOLL_FLOAT32, 64, 64, 64, tcp, &ch);
+    CHECK(!strcmp(nm, "pairwise"), "4 MiB x 64 all-to-all, room for 63: %s",
+          nm);
+    tune_peer_room = 0;
     /* the chain's chunk grows with the message (sqrt law), up to a slot */
     size_t c1, c2;
     tune(COLL_BROADCAST, 1u << 20, RCOLL_FLOAT32, 4, 4, 4, shm, &c1);

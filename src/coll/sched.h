@@ -181,6 +181,9 @@ typedef struct coll_env {
                                the transports' paths(), the same on every
                                rank */
     coll_locality_t loc;    /* partners across hosts, per kind of step */
+    int peer_room;          /* peers every rank can still connect to over
+                               a transport whose lanes hold descriptors
+                               (the fewest of any rank); 0: no bound */
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
@@ -378,6 +381,10 @@ typedef struct coll_algo {
     coll_cost_fn_t cost;    /* NULL: costs nothing (the only one of its
                                kind, or chosen before the tuner) */
     const char *doc;
+    int all_peers;          /* a rank talks to every other (or the root to
+                               every rank): left out by the tuner where
+                               the descriptors do not allow it
+                               (coll_env_t.peer_room) */
 } coll_algo_t;
 
 extern const coll_algo_t coll_algos[];

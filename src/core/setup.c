@@ -127,11 +127,13 @@ out:
 }
 
 /* What each rank offers, all-gathered: its usable transports, its cores,
- * and its RCOLL_RING_ORDER (which must agree). */
+ * its RCOLL_RING_ORDER (which must agree), and the descriptors it has to
+ * spare (RLIMIT_NOFILE less those open; INT32_MAX unknown). */
 typedef struct {
     uint32_t mask;
     int32_t ncores;
     int32_t ring_user;
+    int32_t fd_room;
 } tl_offer_t;
 
 static rcoll_status_t gather_offers(struct rcoll_comm *c, tl_offer_t *o)
@@ -140,6 +142,11 @@ static rcoll_status_t gather_offers(struct rcoll_comm *c, tl_offer_t *o)
     o[me].mask = rcoll__usable_transports();
     o[me].ncores = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     o[me].ring_user = strcmp(rcoll_config.ring_order, "user") == 0;
+    long open = rcoll_fd_open_count();
+    unsigned long lim = rcoll_fd_limit_raise(0);
+    o[me].fd_room = open < 0 || lim >= (unsigned long)INT32_MAX
+                        ? INT32_MAX
+                        : (int32_t)RCOLL_MAX(0, (long)lim - open);
     rcoll_status_t st = rcoll_bootstrap_allgather(&c->bs, o, sizeof(*o));
     if (st != RCOLL_OK)
         return st;
@@ -343,6 +350,43 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
     return RCOLL_OK;
 }
 
+/* How many peers every rank can still connect to over the transports
+ * whose lanes hold a descriptor each (coll_env_t.peer_room): the fewest
+ * spare descriptors of any rank, less a reserve (listener, epoll, shared
+ * memory's pidfds, the program's own files), over the lanes per peer; 0
+ * when every rank has room for all its peers. */
+#define PEER_ROOM_RESERVE 16
+static void peer_room(struct rcoll_comm *c, const tl_offer_t *o,
+                      const int *used)
+{
+    int n = c->nranks, lanes = 0, local = 0;
+    char what[512];
+    c->env.peer_room = 0;
+    for (int t = 0; t < RCOLL_MAX_TLS && rcoll_transports[t]; t++) {
+        if (used[t] && rcoll_transports[t]->local_only)
+            local = c->env.local_size - 1;
+        if (used[t] && rcoll_transports[t]->lane_fd) {
+            int l = rcoll_transports[t]->lanes
+                        ? rcoll_transports[t]->lanes(what, sizeof(what))
+                        : 1;
+            lanes = RCOLL_MAX(lanes, l);
+        }
+    }
+    if (lanes < 1)
+        return;
+    long room = INT32_MAX;
+    for (int a = 0; a < n; a++)
+        room = RCOLL_MIN(room, (long)o[a].fd_room);
+    room = (room - PEER_ROOM_RESERVE - local) / lanes;
+    if (room >= n - 1)
+        return;
+    c->env.peer_room = (int)RCOLL_MAX(1, room);
+    if (c->rank == 0)
+        rcoll_info(RCOLL_SUBSYS_INIT, "descriptors for %d peers (RLIMIT_NOFILE, "
+                   "%d sockets each), not all %d: the algorithms that talk to "
+                   "every peer are left out", c->env.peer_room, lanes, n - 1);
+}
+
 /* The communicator's chunk (every transport's slot payload), the same on
  * every rank: RCOLL_CHUNK_SIZE, lowered when the rank with the most
  * shared-memory peers would need more than RCOLL_SHM_BUDGET for their
@@ -459,6 +503,7 @@ rcoll_status_t rcoll__open_transports(struct rcoll_comm *c,
         if ((st = pick_transports(c, offers, &pr, used)) != RCOLL_OK)
             goto out;
         choose_chunk(c, &pr);
+        peer_room(c, offers, used);
     }
     rcoll__engine_tl_events(c);
     for (int t = 0; rcoll_transports[t] && t < RCOLL_MAX_TLS; t++)

@@ -99,6 +99,9 @@ typedef struct rcoll_tl_ops {
     int (*usable)(char *why, size_t len);
     /* 1 if it reaches only ranks on the same host (shared memory) */
     int local_only;
+    /* 1 if each lane to a peer holds a file descriptor (a socket): the
+     * tuner then keeps to algorithms whose partners fit RLIMIT_NOFILE */
+    int lane_fd;
     /* Collective over the bootstrap: creates the context and connects an
      * endpoint to every other rank (eps[rank] is NULL). */
     rcoll_status_t (*ctx_create)(const rcoll_tl_params_t *p,

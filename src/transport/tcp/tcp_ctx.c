@@ -623,6 +623,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
     .usable = tcp_usable,
     .local_only = 0,
+    .lane_fd = 1,
     .ctx_create = tcp_ctx_create,
     .send = tcp_send_op,
     .recv_peek = tcp_recv_peek,
