@@ -183,6 +183,7 @@ void rcoll__boot_roots_wait(double secs)
 
 /* What the root knows of the ranks that joined so far. */
 #define ROOT_CALL (-2)   /* fds[r]: joined, to be called back */
+#define ROOT_CALL_S 10.0 /* the limit of one call back */
 typedef struct {
     int nranks;          /* -1 until the first hello */
     int joined;
@@ -190,7 +191,8 @@ typedef struct {
     int *fds;            /* by rank, -1 until it joined, or ROOT_CALL */
     char *infos;         /* by rank, the entries */
     int *watch, *watch_rank; /* the joined ranks' fds, for the acceptor */
-    long spare;          /* descriptors this process had to spare */
+    long spare;          /* descriptors this process has to spare */
+    int pend;            /* the acceptor's handshakes at most */
     int hold, held;      /* connections the root may keep, and keeps */
     const uint8_t *secret;
 } root_state_t;
@@ -215,12 +217,23 @@ static void root_missing_msg(const root_state_t *rs, double timeout,
                  "different RCOLL_ROOT/size)");
 }
 
+/* The soft RLIMIT_NOFILE, raised toward `want`; -1 if unknown or
+ * unbounded (then the root keeps every connection). */
+static long root_fd_limit(unsigned long want)
+{
+    unsigned long lim = rcoll_fd_limit_raise(want);
+    return lim == 0 || lim > (unsigned long)(1L << 40) ? -1 : (long)lim;
+}
+
 /* Takes a rendezvous hello on fd: 0 when the rank joined, -1 when the
  * connection was dropped, -2 when out of memory. */
 static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
                       double deadline)
 {
-    if (h->purpose == HELLO_PING) { /* a rank waiting for its call */
+    if (h->purpose == HELLO_ROOT_V1) {
+        rcoll_warn("bootstrap root: dropped a connection: rank %d runs an "
+                   "older rcoll (bootstrap version 1; this is %d)", h->rank,
+                   BOOT_VERSION);
         close(fd);
         return -1;
     }
@@ -231,8 +244,10 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
         return -1;
     }
     if (rs->nranks < 0) {
-        if (h->nranks < 1 || h->nranks > (1 << 20) || h->info_size == 0 ||
-            h->info_size > 4096) {
+        /* the entry is a peer record: the root calls ranks back at its
+         * address and names them by it */
+        if (h->nranks < 1 || h->nranks > (1 << 20) ||
+            h->info_size != sizeof(rcoll_boot_peer_t)) {
             close(fd);
             return -1;
         }
@@ -249,7 +264,14 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
             return -2;
         }
         /* half of what the process has to spare is kept for rank 0's own
-         * sockets; the ranks beyond the rest are called back */
+         * sockets; the ranks beyond the rest are called back. The soft
+         * limit is raised first, as rank 0's init is about to (up to the
+         * hard limit) */
+        long open = rcoll_fd_open_count();
+        long lim = root_fd_limit((unsigned long)RCOLL_MAX(open, 0) +
+                                 (unsigned long)rs->nranks + 256);
+        if (open >= 0 && lim > 0)
+            rs->spare = lim - open - rs->pend;
         long hold = rs->spare / 2;
         rs->hold = (int)RCOLL_MAX(1, RCOLL_MIN(hold, (long)rs->nranks));
         if (rs->hold < rs->nranks)
@@ -259,7 +281,7 @@ static int root_admit(root_state_t *rs, const boot_hello_t *h, int fd,
                        rs->nranks);
     }
     if (h->nranks != rs->nranks || h->info_size != rs->info_size ||
-        h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] >= 0) {
+        h->rank < 0 || h->rank >= rs->nranks || rs->fds[h->rank] != -1) {
         rcoll_warn("bootstrap root: rank %d says nranks %d (expected %d) or "
                    "joined twice; dropped", h->rank, h->nranks, rs->nranks);
         close(fd);
@@ -425,8 +447,11 @@ static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
         for (int i = 0; i < rs->nranks; i++) {
             if (rs->fds[i] != ROOT_CALL)
                 continue;
+            /* its own limit: the rendezvous may have taken most of
+             * RCOLL_TIMEOUT already */
             rcoll_status_t st = root_call(rs, i, pass ? HELLO_CALL : HELLO_PING,
-                                          RCOLL_OK, NULL, deadline);
+                                          RCOLL_OK, NULL,
+                                          rcoll_time_sec() + ROOT_CALL_S);
             if (st == RCOLL_OK) {
                 if (pass)
                     rs->fds[i] = -1;
@@ -436,7 +461,11 @@ static void root_serve(root_args_t *a, rcoll_acceptor_t *acc,
             root_who(who, sizeof(who), i,
                      rs->infos + (size_t)i * rs->info_size, rs->info_size);
             snprintf(msg, sizeof(msg), "bootstrap: the root cannot call back "
-                     "%s, which joined: it died or was killed (%s)", who,
+                     "%s, which joined: %s (%s)", who,
+                     st == RCOLL_ERR_TIMEOUT
+                         ? "it did not answer within 10 s (stopped, or its "
+                           "host overloaded?)"
+                         : "it died or was killed",
                      rcoll_last_error());
             rs->fds[i] = -1;
             root_abandon(port, acc, rs,
@@ -455,17 +484,18 @@ static void *root_thread(void *arg)
     root_args_t *a = arg;
     root_state_t rs = {.nranks = -1, .secret = a->secret};
     rcoll_acceptor_t *acc = malloc(sizeof(*acc));
-    long open = rcoll_fd_open_count();
+    long open = rcoll_fd_open_count(), lim = root_fd_limit(0);
 
     /* the descriptors it may use: a connection in its handshake or kept
      * until all joined takes one each (under a low RLIMIT_NOFILE, the
-     * ranks beyond are called back) */
-    rs.spare = (long)rcoll_fd_limit_raise(0) - (open < 0 ? 32 : open);
+     * ranks beyond are called back); unknown: no bound */
+    rs.spare = open < 0 || lim < 0 ? 1L << 30 : lim - open;
     if (acc) {
         rcoll_acceptor_init(acc, a->listen_fd, a->secret,
                             sizeof(boot_hello_t), "bootstrap root");
         acc->maxpend = (int)RCOLL_MAX(2, RCOLL_MIN(rs.spare / 8,
                                                    RCOLL_AUTH_PENDING_MAX));
+        rs.pend = acc->maxpend;
         rs.spare -= acc->maxpend;
         rcoll_sockaddr_t port = fd_addr(a->listen_fd);
         pthread_mutex_lock(&failed_lock);

@@ -8,10 +8,11 @@
 
 #define BOOT_MAGIC   0x72636f6cU /* "rcol" */
 #define BOOT_VERSION 2
-#define HELLO_ROOT   1  /* a rank joins the rendezvous */
+#define HELLO_ROOT_V1 1 /* a rank of bootstrap version 1 joins */
 #define HELLO_RING   2  /* a rank connects to the next one */
 #define HELLO_CALL   3  /* the root calls a rank back with its answer */
-#define HELLO_PING   4  /* a rank waiting for its call checks the root */
+#define HELLO_PING   4  /* the root checks that a waiting rank is there */
+#define HELLO_ROOT   5  /* a rank joins the rendezvous (version 2) */
 /* the root's answer when it has no descriptor to keep for the rank: it
  * calls back (HELLO_CALL) on the rank's listener when all ranks joined */
 #define BOOT_LATER  0x72636c74U /* "rclt" */

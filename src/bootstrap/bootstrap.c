@@ -202,6 +202,19 @@ static rcoll_status_t ring_connect(rcoll_bootstrap_t *bs, double deadline)
 
 static void ring_notice(rcoll_bootstrap_t *bs, const char *msg);
 
+/* The previous rank connected while we waited for the root and waits for
+ * its go-ahead: it gets the notice instead. */
+static void ring_tell_early(rcoll_bootstrap_t *bs, const char *msg)
+{
+    uint32_t w = BOOT_NOTICE;
+    char notice[BOOT_NOTICE_LEN] = {0};
+    double dl = rcoll_time_sec() + 1.0;
+    snprintf(notice, sizeof(notice), "%s", msg);
+    if (rcoll_sock_send_all(bs->prev_fd, &w, sizeof(w), dl) == RCOLL_OK)
+        rcoll_sock_send_all(bs->prev_fd, notice, sizeof(notice), dl);
+    bs->prev_early = 0;
+}
+
 /* The ring could not form here: tell the neighbours why, for up to 1.5 s,
  * so that they report this root cause instead of "rank X closed": the
  * next rank over our connection to it (made now if need be; it reads the
@@ -230,13 +243,8 @@ static void ring_tell(rcoll_bootstrap_t *bs, const char *msg)
     }
     ring_notice(bs, msg);
     dl = rcoll_time_sec() + 1.5; /* backward: the previous rank's connect */
-    if (bs->prev_early) { /* it waits for its go-ahead there */
-        uint32_t w = BOOT_NOTICE;
-        char notice[BOOT_NOTICE_LEN] = {0};
-        snprintf(notice, sizeof(notice), "%s", msg);
-        if (rcoll_sock_send_all(bs->prev_fd, &w, sizeof(w), dl) == RCOLL_OK)
-            rcoll_sock_send_all(bs->prev_fd, notice, sizeof(notice), dl);
-        bs->prev_early = 0;
+    if (bs->prev_early) {
+        ring_tell_early(bs, msg);
     } else if (bs->prev_fd < 0 && bs->listen_fd >= 0) {
         rcoll_acceptor_t *acc = boot_acceptor(bs);
         if (!acc)
@@ -362,18 +370,19 @@ static rcoll_status_t boot_root_answer(rcoll_bootstrap_t *bs,
     }
     if (st == RCOLL_OK)
         st = rcoll_sock_recv_all(fd, &bs->peers[(rank + n - 1) % n],
-                                 sizeof(rcoll_boot_peer_t), deadline);
+                                 sizeof(rcoll_boot_peer_t), deadline + 5.0);
     if (st == RCOLL_OK)
         st = rcoll_sock_recv_all(fd, &bs->peers[(rank + 1) % n],
-                                 sizeof(rcoll_boot_peer_t), deadline);
+                                 sizeof(rcoll_boot_peer_t), deadline + 5.0);
     return st == RCOLL_OK ? RCOLL_OK : boot_rendezvous_failed(bs, root, st);
 }
 
 /* 1 when nobody listens at the root any more (it died or finished);
- * else it is alive or busy. The hello tells it to close silently. */
-static int boot_root_gone(rcoll_bootstrap_t *bs, const rcoll_sockaddr_t *root)
+ * else it is alive or busy. Only connects (at most 1 s) and closes: the
+ * root's acceptor drops a connection that sent nothing silently, and a
+ * root busy calling ranks back is not held up by a handshake. */
+static int boot_root_gone(const rcoll_sockaddr_t *root)
 {
-    boot_hello_t h = {HELLO_PING, bs->rank, bs->nranks, 0};
     int fd = socket(root->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
@@ -387,12 +396,6 @@ static int boot_root_gone(rcoll_bootstrap_t *bs, const rcoll_sockaddr_t *root)
                       getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0
                   ? err
                   : ETIMEDOUT;
-    }
-    if (err == 0) {
-        rcoll_sock_set_nonblock(fd, 0);
-        /* a busy root answers late: that is not gone */
-        rcoll_sock_auth_connect(fd, bs->secret, &h, sizeof(h),
-                                rcoll_time_sec() + 1.0);
     }
     close(fd);
     return err == ECONNREFUSED;
@@ -459,7 +462,7 @@ static rcoll_status_t boot_await_call(rcoll_bootstrap_t *bs,
             break;
         }
         /* gone: a call it made just before may still be in our backlog */
-        if (boot_root_gone(bs, root))
+        if (boot_root_gone(root))
             gone = rcoll_time_sec() + 0.5;
         ping = rcoll_time_sec() + 2.0;
     }
@@ -517,6 +520,24 @@ static rcoll_status_t boot_ring_setup(rcoll_bootstrap_t *bs, double deadline)
     return st;
 }
 
+/* Every rank's entry, gathered over the ring into a copy (the error
+ * paths print the neighbours' entries in bs->peers), checked, then
+ * taken. */
+static rcoll_status_t boot_table_gather(rcoll_bootstrap_t *bs)
+{
+    size_t sz = (size_t)bs->nranks * sizeof(*bs->peers);
+    rcoll_boot_peer_t *t = malloc(sz);
+    rcoll_status_t st;
+    if (!t)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "bootstrap: no memory");
+    t[bs->rank] = bs->peers[bs->rank];
+    if ((st = rcoll_bootstrap_allgather(bs, t, sizeof(*t))) == RCOLL_OK &&
+        (st = rcoll_boot_table_check(t, bs->nranks)) == RCOLL_OK)
+        memcpy(bs->peers, t, sz);
+    free(t);
+    return st;
+}
+
 rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
                                     const rcoll_sockaddr_t *root,
                                     const uint8_t secret[16], int rank,
@@ -564,9 +585,19 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
         }
         goto err;
     }
-    if ((st = boot_root_exchange(bs, root, &me, fd, deadline)) != RCOLL_OK)
+    if ((st = boot_root_exchange(bs, root, &me, fd, deadline)) != RCOLL_OK) {
+        if (bs->prev_early) { /* it waits on us: the reason, not an EOF */
+            char why[BOOT_NOTICE_LEN];
+            snprintf(why, sizeof(why), "%s", rcoll_last_error());
+            ring_tell_early(bs, why);
+            st = rcoll__set_error(st, "%s", why);
+        }
         goto err;
+    }
     bs->peers[rank] = me;
+    /* a call that came late (the last rank joined near the end) still
+     * leaves the ring time to form */
+    deadline = RCOLL_MAX(deadline, rcoll_time_sec() + 10.0);
     /* the neighbours' entries, checked before the ring connects to them;
      * then everyone's, gathered over the ring */
     int nb[2] = {(rank + nranks - 1) % nranks, (rank + 1) % nranks};
@@ -584,9 +615,7 @@ rcoll_status_t rcoll_bootstrap_init(rcoll_bootstrap_t *bs,
         }
     }
     if ((st = boot_ring_setup(bs, deadline)) != RCOLL_OK ||
-        (st = rcoll_bootstrap_allgather(bs, bs->peers,
-                                        sizeof(*bs->peers))) != RCOLL_OK ||
-        (st = rcoll_boot_table_check(bs->peers, nranks)) != RCOLL_OK)
+        (st = boot_table_gather(bs)) != RCOLL_OK)
         goto err;
     return RCOLL_OK;
 err:

@@ -601,6 +601,13 @@ static int acceptor_read(rcoll_acceptor_t *a, int i)
     rcoll_auth_pending_t *p = &a->pend[i];
     size_t want = a->hlen + 8;
     ssize_t n = recv(p->fd, p->msg + 16 + p->got, want - p->got, MSG_DONTWAIT);
+    if (n == 0 && p->got == 0) {
+        /* closed before a byte: a connect that only checks we listen (a
+         * bootstrap rank waiting for the root's call), or a port scan */
+        close(p->fd);
+        a->pend[i] = a->pend[--a->npend];
+        return -1;
+    }
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
                    errno != EINTR)) {
         acceptor_drop(a, i, "closed during the handshake");
