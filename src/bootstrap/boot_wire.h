@@ -44,5 +44,24 @@ int rcoll__boot_root_gave_up(const rcoll_sockaddr_t *root,
  * telling their ranks */
 void rcoll__boot_roots_wait(double secs);
 
+/* boot_join.c: a rank's side of the rendezvous */
+/* the acceptor on bs's listener, made at first use (NULL: no memory);
+ * _done closes the handshakes still in progress on it */
+rcoll_acceptor_t *rcoll__boot_acceptor(rcoll_bootstrap_t *bs);
+void rcoll__boot_acceptor_done(rcoll_bootstrap_t *bs);
+/* connects to the root and says hello (*fd >= 0 if reached) */
+rcoll_status_t rcoll__boot_root_connect(rcoll_bootstrap_t *bs,
+                                        const rcoll_sockaddr_t *root,
+                                        double deadline, int *fd);
+/* the error of a rendezvous that failed after the root was reached */
+rcoll_status_t rcoll__boot_rendezvous_failed(const rcoll_bootstrap_t *bs,
+                                             const rcoll_sockaddr_t *root,
+                                             rcoll_status_t st);
+/* sends our entry on fd (closed) and takes the root's answer: the ring
+ * neighbours' entries in bs->peers, or the root's notice */
+rcoll_status_t rcoll__boot_root_exchange(rcoll_bootstrap_t *bs,
+                                         const rcoll_sockaddr_t *root,
+                                         const rcoll_boot_peer_t *me, int fd,
+                                         double deadline);
 
 #endif

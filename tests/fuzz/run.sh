@@ -21,7 +21,7 @@ for v in PMIX VERBS RDMACM HWLOC; do
 done
 # the library code the targets reach, instrumented for coverage
 CORE="$S/src/util/log.c $S/src/util/misc.c $S/src/util/params.c
-      $S/src/util/sock.c $S/src/util/status.c $S/src/bootstrap/bootstrap.c
+      $S/src/util/sock.c $S/src/util/status.c $S/src/bootstrap/bootstrap.c $S/src/bootstrap/boot_join.c
       $S/src/bootstrap/boot_root.c
       $S/src/topo/topo.c $S/src/topo/topo_query.c $S/src/core/diag_msg.c
       $S/src/proto/rcache.c $S/src/proto/memmon.c $S/src/proto/lanes.c
