@@ -236,6 +236,90 @@ static void test_schedule_pairing(void)
     }
 }
 
+/* The partners each algorithm declares (coll_algo_t.npeers; NULL: at
+ * most COLL_PEERS_LOG(n)) bound the distinct peers every rank's schedule
+ * really talks to, and an algorithm with a declared count has a rank
+ * that needs more than the log bound: 64 and 48 ranks as one host and as
+ * 8 hosts, roots 0 and 37. What the tuner leaves out under a low
+ * RLIMIT_NOFILE rests on these counts. */
+static void test_algo_peers(void)
+{
+    static const int ns[] = {64, 48};
+    for (const coll_algo_t *a = coll_algos; a->name; a++) {
+        if (a->kind == COLL_SEND || a->kind == COLL_RECV ||
+            a->build == coll_area_build)
+            continue;
+        for (int ni = 0; ni < 2; ni++)
+            for (int hosts = 1; hosts <= 8; hosts += 7)
+                for (int root = 0; root <= 37; root += 37) {
+                    int n = ns[ni], most = 0;
+                    coll_env_t e = {.nranks = n, .chunk_size = 4096,
+                                    .nhosts = hosts,
+                                    .host_size = n / hosts};
+                    char *seen = calloc((size_t)n, 1);
+                    size_t per = 64;
+                    char *in = calloc((size_t)n * per, 4);
+                    char *out = calloc((size_t)n * per, 4);
+                    for (int r = 0; r < n && seen && in && out; r++) {
+                        coll_sched_t s;
+                        memset(&s, 0, sizeof(s));
+                        e.rank = r;
+                        s.kind = a->kind;
+                        s.sendbuf = in;
+                        s.recvbuf = out;
+                        s.count = a->kind == COLL_ALLREDUCE ||
+                                          a->kind == COLL_BROADCAST ||
+                                          a->kind == COLL_REDUCE
+                                      ? (size_t)n * per
+                                      : per;
+                        s.dt = RCOLL_FLOAT32;
+                        s.root = root;
+                        s.chunk = 4096;
+                        s.md = &coll_md_host;
+                        if (a->kind == COLL_ALLTOALLV) {
+                            s.count = 0;
+                            s.v = calloc(4 * (size_t)n, sizeof(size_t));
+                            for (int p = 0; s.v && p < n; p++) {
+                                s.v[p] = s.v[2 * n + p] = per;
+                                s.v[n + p] = s.v[3 * n + p] = (size_t)p * per;
+                            }
+                        }
+                        if (a->build(&s, &e) != RCOLL_OK) {
+                            CHECK(0, "%s/%s n=%d: build", coll_kind_name(a->kind),
+                                  a->name, n);
+                            coll_sched_free(&s);
+                            continue;
+                        }
+                        memset(seen, 0, (size_t)n);
+                        int cnt = 0;
+                        for (int k = 0; k < s.nsteps; k++) {
+                            int q[2] = {s.steps[k].send_peer,
+                                        s.steps[k].recv_peer};
+                            for (int j = 0; j < 2; j++)
+                                if (q[j] >= 0 && q[j] != r && !seen[q[j]]) {
+                                    seen[q[j]] = 1;
+                                    cnt++;
+                                }
+                        }
+                        most = cnt > most ? cnt : most;
+                        coll_sched_free(&s);
+                    }
+                    int bound = a->npeers ? a->npeers(&e) : COLL_PEERS_LOG(n);
+                    CHECK(most <= bound, "%s/%s n=%d hosts %d root %d: a rank "
+                          "talks to %d peers, declared at most %d",
+                          coll_kind_name(a->kind), a->name, n, hosts, root,
+                          most, bound);
+                    if (a->npeers == coll_peers_all && hosts == 1 && root == 0)
+                        CHECK(most > COLL_PEERS_LOG(n), "%s/%s n=%d: declared "
+                              "%d peers but talks to %d, within the log bound",
+                              coll_kind_name(a->kind), a->name, n, bound, most);
+                    free(seen);
+                    free(in);
+                    free(out);
+                }
+    }
+}
+
 /* The tuner: a valid chunk (a multiple of the type size, at most a slot)
  * for every collective, size and team; latency-bound calls get the
  * logarithmic algorithms, bandwidth-bound ones the pipelined ones; and
@@ -316,9 +400,10 @@ static void test_tuner(void)
     CHECK(!strcmp(nm, "binomial"), "8 B x 64 gather: %s", nm);
     nm = tune(COLL_SCATTER, 4u << 20, RCOLL_FLOAT32, 8, 8, 8, tcp, &ch);
     CHECK(!strcmp(nm, "direct"), "16 MiB x 8 scatter: %s", nm);
-    /* descriptors for 20 peers of 63: no algorithm that talks to every
-     * peer, for any collective or size (all-to-all-v has only pairwise:
-     * it stays); with room for all, the choices above come back */
+    /* descriptors for 20 peers of 63: no algorithm that needs more
+     * partners, for any collective or size (all-to-all-v has only
+     * pairwise: it stays); with room for all, the choices above come
+     * back (test_algo_peers checks the partner counts themselves) */
     coll_kind_t all[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST,
                          COLL_REDUCE_SCATTER, COLL_REDUCE, COLL_ALLTOALL,
                          COLL_GATHER, COLL_SCATTER, COLL_ALLTOALLV};
@@ -331,7 +416,9 @@ static void test_tuner(void)
                 const coll_algo_t *a = coll_algos;
                 while (a->name && (a->kind != all[k] || strcmp(a->name, x)))
                     a++;
-                CHECK(a->name && (!a->all_peers || all[k] == COLL_ALLTOALLV),
+                coll_env_t e64 = {.nranks = 64};
+                CHECK(a->name && (!a->npeers || a->npeers(&e64) <= 20 ||
+                                  all[k] == COLL_ALLTOALLV),
                       "peer_room 20 of 63: %s count %zu, %d cores: %s",
                       coll_kind_name(all[k]), c, cores, x);
             }
@@ -574,6 +661,7 @@ int main(void)
     test_hex_and_id();
     test_blocks();
     test_schedule_pairing();
+    test_algo_peers();
     printf("test_units: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -181,9 +181,10 @@ typedef struct coll_env {
                                the transports' paths(), the same on every
                                rank */
     coll_locality_t loc;    /* partners across hosts, per kind of step */
-    int peer_room;          /* peers every rank can still connect to over
-                               a transport whose lanes hold descriptors
-                               (the fewest of any rank); 0: no bound */
+    int peer_room;          /* peers every rank can connect to on first
+                               use over a transport whose lanes hold
+                               descriptors (the fewest of any rank); 0: no
+                               bound */
     /* the tuner's last answer per collective (the engine is driven by one
      * thread at a time, so no lock); NULL: no caching */
     struct coll_tune_cache *tune_cache;
@@ -381,11 +382,24 @@ typedef struct coll_algo {
     coll_cost_fn_t cost;    /* NULL: costs nothing (the only one of its
                                kind, or chosen before the tuner) */
     const char *doc;
-    int all_peers;          /* a rank talks to every other (or the root to
-                               every rank): left out by the tuner where
-                               the descriptors do not allow it
-                               (coll_env_t.peer_room) */
+    /* the most distinct peers one rank talks to; NULL: at most
+     * COLL_PEERS_LOG(n) (the ring and log-step algorithms). The tuner
+     * leaves out an algorithm that needs more than coll_env_t.peer_room */
+    int (*npeers)(const struct coll_env *e);
 } coll_algo_t;
+#define COLL_PEERS_LOG(n) (2 * coll_log2ceil(n) + 2)
+static inline int coll_log2ceil(int n)
+{
+    int l = 0;
+    while ((1L << l) < n)
+        l++;
+    return l;
+}
+/* npeers: every other rank (or the root to every rank) */
+int coll_peers_all(const struct coll_env *e);
+/* npeers of the hierarchical all-to-all: the ranks of its host and one
+ * of every other host */
+int coll_alltoall_hier_peers(const struct coll_env *e);
 
 extern const coll_algo_t coll_algos[];
 /* Picks the algorithm for this call (RCOLL_ALGO overrides), builds it. */

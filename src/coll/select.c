@@ -8,85 +8,85 @@
 
 const coll_algo_t coll_algos[] = {
     {COLL_ALLREDUCE, "ring", coll_allreduce_ring, coll_allreduce_ring_cost,
-     "pipelined ring: reduce-scatter then all-gather (large messages)", 0},
+     "pipelined ring: reduce-scatter then all-gather (large messages)", NULL},
     {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_rd, coll_allreduce_rd_cost,
-     "log2(n) exchanges of the whole buffer (small messages)", 0},
+     "log2(n) exchanges of the whole buffer (small messages)", NULL},
     {COLL_ALLREDUCE, "flat", coll_allreduce_flat, coll_allreduce_flat_cost,
      "everyone sends to everyone, one round, local reduction in rank order "
-     "(small messages, ranks outnumbering cores)", 1},
+     "(small messages, ranks outnumbering cores)", coll_peers_all},
     {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner, coll_allreduce_rabenseifner_cost,
      "recursive halving reduce-scatter + recursive doubling all-gather "
-     "(medium and large messages, 2 log2(n) steps)", 0},
+     "(medium and large messages, 2 log2(n) steps)", NULL},
     {COLL_ALLREDUCE, "hierarchical", coll_allreduce_hier, coll_allreduce_hier_cost,
      "reduce-scatter inside each host, one network ring per local rank, "
-     "all-gather inside each host (several hosts with as many ranks each)", 0},
+     "all-gather inside each host (several hosts with as many ranks each)", NULL},
     {COLL_ALLGATHER, "ring", coll_allgather_ring, coll_allgather_ring_cost,
-     "pipelined ring (large messages)", 0},
+     "pipelined ring (large messages)", NULL},
     {COLL_ALLGATHER, "bruck", coll_allgather_bruck, coll_allgather_bruck_cost,
-     "Bruck, ceil(log2 n) steps, any rank count (small messages)", 0},
+     "Bruck, ceil(log2 n) steps, any rank count (small messages)", NULL},
     {COLL_ALLGATHER, "recursive_doubling", coll_allgather_rdb, coll_allgather_rdb_cost,
-     "recursive doubling, log2(n) steps (+2 when n is not a power of two)", 0},
+     "recursive doubling, log2(n) steps (+2 when n is not a power of two)", NULL},
     {COLL_ALLGATHER, "hierarchical", coll_allgather_hier, coll_allgather_hier_cost,
      "one network ring per local rank, then a ring of the gathered blocks "
-     "inside each host (several hosts with as many ranks each)", 0},
+     "inside each host (several hosts with as many ranks each)", NULL},
     {COLL_BROADCAST, "tree", coll_broadcast_tree, coll_broadcast_tree_cost,
-     "binomial tree, chunk-pipelined (small messages)", 0},
+     "binomial tree, chunk-pipelined (small messages)", NULL},
     {COLL_BROADCAST, "chain", coll_broadcast_chain, coll_broadcast_chain_cost,
-     "pipelined chain from the root (large messages)", 0},
+     "pipelined chain from the root (large messages)", NULL},
     {COLL_BROADCAST, "scatter_allgather", coll_broadcast_scatter_allgather, coll_broadcast_scatter_allgather_cost,
-     "scatter from the root + ring all-gather (large messages, many ranks)", 1},
-    {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, coll_reduce_scatter_ring_cost, "pipelined ring", 0},
+     "scatter from the root + ring all-gather (large messages, many ranks)", coll_peers_all},
+    {COLL_REDUCE_SCATTER, "ring", coll_reduce_scatter_ring, coll_reduce_scatter_ring_cost, "pipelined ring", NULL},
     {COLL_REDUCE_SCATTER, "tree", coll_reduce_scatter_tree, coll_reduce_scatter_tree_cost,
-     "binomial-tree reduce to rank 0, then scatter (small blocks)", 0},
+     "binomial-tree reduce to rank 0, then scatter (small blocks)", coll_peers_all},
     {COLL_REDUCE_SCATTER, "halving", coll_reduce_scatter_halving, coll_reduce_scatter_halving_cost,
-     "recursive halving, log2 rounds (small blocks)", 0},
+     "recursive halving, log2 rounds (small blocks)", NULL},
     {COLL_REDUCE_SCATTER, "hierarchical", coll_reduce_scatter_hier, coll_reduce_scatter_hier_cost,
      "a ring of block groups inside each host, then one network ring per "
-     "local rank (several hosts with as many ranks each)", 0},
+     "local rank (several hosts with as many ranks each)", NULL},
     {COLL_REDUCE, "chain", coll_reduce_chain, coll_reduce_chain_cost,
-     "pipelined chain toward the root", 0},
+     "pipelined chain toward the root", NULL},
     {COLL_REDUCE, "tree", coll_reduce_tree, coll_reduce_tree_cost,
-     "binomial tree toward the root, chunk-pipelined (small messages)", 0},
+     "binomial tree toward the root, chunk-pipelined (small messages)", NULL},
     {COLL_BARRIER, "dissemination", coll_barrier_dissemination, NULL,
-     "dissemination, ceil(log2 n) rounds", 0},
-    {COLL_SEND, "direct", coll_send_direct, NULL, "chunked through the slots", 0},
-    {COLL_RECV, "direct", coll_recv_direct, NULL, "chunked through the slots", 0},
+     "dissemination, ceil(log2 n) rounds", NULL},
+    {COLL_SEND, "direct", coll_send_direct, NULL, "chunked through the slots", NULL},
+    {COLL_RECV, "direct", coll_recv_direct, NULL, "chunked through the slots", NULL},
     {COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise, coll_alltoall_pairwise_cost,
      "n - 1 exchanges with ranks r + k / r - k, all posted at once "
-     "(large blocks, or ranks outnumbering cores)", 1},
+     "(large blocks, or ranks outnumbering cores)", coll_peers_all},
     {COLL_ALLTOALL, "bruck", coll_alltoall_bruck, coll_alltoall_bruck_cost,
      "Bruck, ceil(log2 n) exchanges of about n / 2 blocks (small blocks, "
-     "many ranks)", 0},
+     "many ranks)", NULL},
     {COLL_ALLTOALL, "hierarchical", coll_alltoall_hier, coll_alltoall_hier_cost,
      "several hosts: pairwise inside each host by local position, then one "
      "network message of L blocks per host pair and position (small blocks "
-     "across hosts)", 0},
+     "across hosts)", coll_alltoall_hier_peers},
     {COLL_ALLTOALLV, "pairwise", coll_alltoallv_pairwise, NULL,
-     "n - 1 exchanges with ranks r + k / r - k, all posted at once", 1},
+     "n - 1 exchanges with ranks r + k / r - k, all posted at once", coll_peers_all},
     {COLL_GATHER, "binomial", coll_gather_binomial, coll_gather_binomial_cost,
      "binomial tree toward the root, subtrees gathered in order (small "
-     "blocks)", 0},
+     "blocks)", NULL},
     {COLL_GATHER, "direct", coll_gather_direct, coll_gather_direct_cost,
-     "every rank sends to the root (large blocks)", 1},
+     "every rank sends to the root (large blocks)", coll_peers_all},
     {COLL_SCATTER, "binomial", coll_scatter_binomial, coll_gather_binomial_cost,
      "binomial tree from the root, each child gets its subtree (small "
-     "blocks)", 0},
+     "blocks)", NULL},
     {COLL_SCATTER, "direct", coll_scatter_direct, coll_gather_direct_cost,
-     "the root sends each rank its block (large blocks)", 1},
+     "the root sends each rank its block (large blocks)", coll_peers_all},
 #define AREA_DOC                                                           \
     "one round through the shared area: inputs and flags in shared "       \
     "memory, no messages (every rank on one host over shm; inputs up to "  \
     "RCOLL_SHM_AREA_MAX, broadcast 4x that; chosen before the tuner)"
     /* (RCOLL_ALGO=coll:shared: where the call fits; elsewhere the tuner's
      * choice) */
-    {COLL_ALLREDUCE, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_ALLGATHER, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_BROADCAST, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_REDUCE_SCATTER, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_REDUCE, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_BARRIER, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {COLL_ALLTOALL, "shared", coll_area_build, NULL, AREA_DOC, 0},
-    {0, NULL, NULL, NULL, NULL, 0},
+    {COLL_ALLREDUCE, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_ALLGATHER, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_BROADCAST, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_REDUCE_SCATTER, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_REDUCE, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_BARRIER, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {COLL_ALLTOALL, "shared", coll_area_build, NULL, AREA_DOC, NULL},
+    {0, NULL, NULL, NULL, NULL, NULL},
 };
 
 /* The algorithm RCOLL_ALGO names for this collective, or NULL. */
@@ -139,14 +139,15 @@ const coll_algo_t *coll_tune(const coll_sched_t *s, const coll_env_t *e,
     const coll_algo_t *best = NULL;
     double best_t = 0;
     size_t best_c = e->chunk_size;
-    /* too few descriptors for every peer: the algorithms that talk to all
-     * of them are left out (unless nothing else is left) */
-    int tight = e->peer_room > 0 && e->peer_room < e->nranks - 1;
+    /* too few descriptors for every peer: the algorithms that talk to
+     * more peers than there is room for are left out (unless nothing else
+     * is left) */
+    int tight = e->peer_room > 0;
 again:
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
         /* the area is chosen before (coll_sched_build) */
         if (a->kind != s->kind || a->build == coll_area_build ||
-            (tight && a->all_peers))
+            (tight && a->npeers && a->npeers(e) > e->peer_room))
             continue;
         size_t c;
         double t = coll_tune_cost(a, s, e, &c);

@@ -5,12 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int ilog2ceil(int n)
+int coll_peers_all(const coll_env_t *e)
 {
-    int l = 0;
-    while ((1 << l) < n)
-        l++;
-    return l;
+    return e->nranks - 1;
 }
 
 double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
@@ -39,8 +36,8 @@ double coll_tune_cost(const coll_algo_t *a, const coll_sched_t *s,
     m.p = 1;
     while (m.p * 2 <= n)
         m.p *= 2;
-    m.L = ilog2ceil(n);
-    m.Lp = ilog2ceil(m.p);
+    m.L = coll_log2ceil(n);
+    m.Lp = coll_log2ceil(m.p);
     m.extra = n != m.p;
     double c = m.slot;
     double t = a->cost ? a->cost(&m, e, &c) : 0;

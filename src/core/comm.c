@@ -149,10 +149,12 @@ static rcoll_status_t init_wire(struct rcoll_comm *c,
 {
     int n = c->nranks;
     /* room for every peer over TCP (and the bootstrap's sockets, shm's
-     * pidfds) before anything is opened: the soft limit (often 1,024) up
-     * to the hard one */
-    rcoll_fd_limit_raise(256 + (unsigned long)n *
-                                   (unsigned long)(rcoll_config.tcp_nsocks + 2));
+     * pidfds) beyond what the process has open (other communicators'
+     * included): the soft limit (often 1,024) up to the hard one */
+    long open = rcoll_fd_open_count();
+    rcoll_fd_limit_raise((unsigned long)RCOLL_MAX(open, 0) + 256 +
+                         (unsigned long)n *
+                             (unsigned long)(rcoll_config.tcp_nsocks + 2));
     rcoll_status_t st = rcoll_bootstrap_init(&c->bs, root, secret, c->rank,
                                              n, c->timeout);
     if (st != RCOLL_OK || (st = rcoll__config_agree(c)) != RCOLL_OK)

@@ -350,27 +350,24 @@ static rcoll_status_t pick_transports(struct rcoll_comm *c,
     return RCOLL_OK;
 }
 
-/* How many peers every rank can still connect to over the transports
- * whose lanes hold a descriptor each (coll_env_t.peer_room): the fewest
- * spare descriptors of any rank, less a reserve (listener, epoll, shared
- * memory's pidfds, the program's own files), over the lanes per peer; 0
- * when every rank has room for all its peers. */
+/* How many peers every rank can connect to on first use over the
+ * transports whose connections then take descriptors
+ * (coll_env_t.peer_room): the fewest spare descriptors of any rank, less a
+ * reserve (listener, epoll, shared memory's pidfds, the program's own
+ * files), over the descriptors per peer; 0 when every rank has room for
+ * all its peers, or no connection is made on first use. */
 #define PEER_ROOM_RESERVE 16
 static void peer_room(struct rcoll_comm *c, const tl_offer_t *o,
                       const int *used)
 {
     int n = c->nranks, lanes = 0, local = 0;
-    char what[512];
     c->env.peer_room = 0;
     for (int t = 0; t < RCOLL_MAX_TLS && rcoll_transports[t]; t++) {
-        if (used[t] && rcoll_transports[t]->local_only)
+        const rcoll_tl_ops_t *ops = rcoll_transports[t];
+        if (used[t] && ops->local_only)
             local = c->env.local_size - 1;
-        if (used[t] && rcoll_transports[t]->lane_fd) {
-            int l = rcoll_transports[t]->lanes
-                        ? rcoll_transports[t]->lanes(what, sizeof(what))
-                        : 1;
-            lanes = RCOLL_MAX(lanes, l);
-        }
+        if (used[t] && ops->fd_lanes)
+            lanes = RCOLL_MAX(lanes, ops->fd_lanes(n));
     }
     if (lanes < 1)
         return;
@@ -381,10 +378,18 @@ static void peer_room(struct rcoll_comm *c, const tl_offer_t *o,
     if (room >= n - 1)
         return;
     c->env.peer_room = (int)RCOLL_MAX(1, room);
-    if (c->rank == 0)
-        rcoll_info(RCOLL_SUBSYS_INIT, "descriptors for %d peers (RLIMIT_NOFILE, "
-                   "%d sockets each), not all %d: the algorithms that talk to "
-                   "every peer are left out", c->env.peer_room, lanes, n - 1);
+    if (c->rank != 0)
+        return;
+    if (room < COLL_PEERS_LOG(n))
+        rcoll_warn("descriptors for only %ld peers (RLIMIT_NOFILE, %d "
+                   "sockets each): the ring and log-step algorithms of %d "
+                   "ranks may need %d; raise the limit (ulimit -n)", room,
+                   lanes, n, COLL_PEERS_LOG(n));
+    else
+        rcoll_info(RCOLL_SUBSYS_INIT, "descriptors for %d peers "
+                   "(RLIMIT_NOFILE, %d sockets each), not all %d: the "
+                   "algorithms that need more partners are left out",
+                   c->env.peer_room, lanes, n - 1);
 }
 
 /* The communicator's chunk (every transport's slot payload), the same on

@@ -99,9 +99,10 @@ typedef struct rcoll_tl_ops {
     int (*usable)(char *why, size_t len);
     /* 1 if it reaches only ranks on the same host (shared memory) */
     int local_only;
-    /* 1 if each lane to a peer holds a file descriptor (a socket): the
-     * tuner then keeps to algorithms whose partners fit RLIMIT_NOFILE */
-    int lane_fd;
+    /* Optional: the descriptors a peer's connection takes when it is made
+     * on first use (sockets); 0 when all are made at init. The tuner then
+     * keeps to algorithms whose partners fit RLIMIT_NOFILE. */
+    int (*fd_lanes)(int nranks);
     /* Collective over the bootstrap: creates the context and connects an
      * endpoint to every other rank (eps[rank] is NULL). */
     rcoll_status_t (*ctx_create)(const rcoll_tl_params_t *p,

@@ -136,6 +136,17 @@ rcoll_status_t coll_alltoall_hier(coll_sched_t *s, const coll_env_t *e)
     return RCOLL_OK;
 }
 
+/* Its partners: the other L - 1 ranks of its host and one rank of each
+ * other host (every rank when the ranks are not equal hosts: then it
+ * does not run) */
+int coll_alltoall_hier_peers(const coll_env_t *e)
+{
+    if (e->nhosts < 2 || e->host_size < 2 ||
+        e->nhosts * e->host_size != e->nranks)
+        return e->nranks - 1;
+    return e->host_size - 1 + e->nhosts - 1;
+}
+
 /* A host exchange of (L - 1) H single blocks, then (H - 1) network
  * messages of L blocks, the second waiting for the first (the L ranks of
  * a host send theirs through its NICs at once); own blocks

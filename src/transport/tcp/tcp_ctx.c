@@ -316,6 +316,22 @@ static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
     return RCOLL_OK;
 }
 
+/* RCOLL_TCP_CONNECT: 1 connections on first use, 0 at init, -1 not a mode
+ * (auto: on first use from 33 ranks) */
+static int tcp_connect_lazy(int n)
+{
+    const char *mode = rcoll_config.tcp_connect ? rcoll_config.tcp_connect
+                                                : "auto";
+    if (!strcmp(mode, "lazy") || (!strcmp(mode, "auto") && n > 32))
+        return 1;
+    return !strcmp(mode, "eager") || !strcmp(mode, "auto") ? 0 : -1;
+}
+
+static int tcp_fd_lanes(int n)
+{
+    return tcp_connect_lazy(n) == 1 ? rcoll_config.tcp_nsocks : 0;
+}
+
 /* Sockets to every peer of this rank: listen and exchange addresses, then
  * a full mesh among the peers, accepting everything from lower ranks
  * before connecting to higher ones (no cycle, so no deadlock). */
@@ -349,14 +365,10 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory");
         goto err;
     }
-    const char *mode = rcoll_config.tcp_connect ? rcoll_config.tcp_connect
-                                                : "auto";
-    if (!strcmp(mode, "lazy") || (!strcmp(mode, "auto") && n > 32)) {
-        ctx->lazy = 1;
-    } else if (strcmp(mode, "eager") && strcmp(mode, "auto")) {
+    if ((ctx->lazy = tcp_connect_lazy(n)) < 0) {
         st = rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "tcp: "
                               "RCOLL_TCP_CONNECT=%s: use auto, eager or lazy",
-                              mode);
+                              rcoll_config.tcp_connect);
         goto err;
     }
     if (ctx->lazy) {
@@ -623,7 +635,7 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .doc = "TCP sockets (any network; RCOLL_TCP_NSOCKS per peer)",
     .usable = tcp_usable,
     .local_only = 0,
-    .lane_fd = 1,
+    .fd_lanes = tcp_fd_lanes,
     .ctx_create = tcp_ctx_create,
     .send = tcp_send_op,
     .recv_peek = tcp_recv_peek,

@@ -1150,13 +1150,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall_base(
     a2a_layout(inputSplits, input.size(0), irow, size_, call, sc, sd);
     a2a_layout(outputSplits, output.size(0), orow, size_, call, rc, rd);
     at::Tensor in = input, out = output;
+    /* equal splits in order: rcoll_alltoall, whose algorithms need not
+     * reach every peer at once (Bruck) */
+    bool even = true;
+    for (int r = 0; r < size_ && even; r++)
+        even = sc[r] == sc[0] && rc[r] == sc[0] &&
+               sd[r] == (size_t)r * sc[0] && rd[r] == (size_t)r * sc[0];
     return enqueue(c10d::OpType::ALLTOALL_BASE, call, {output}, opts.timeout,
-                   [this, in, out, sc, sd, rc, rd]() {
+                   [this, in, out, sc, sd, rc, rd, even]() {
                        Dense di(in), dout(out);
-                       check(rcoll_alltoallv(di.ptr(), sc.data(), sd.data(),
-                                             dout.ptr(), rc.data(), rd.data(),
-                                             RCOLL_UINT8, comm_, nullptr),
-                             call);
+                       if (even)
+                           check(rcoll_alltoall(di.ptr(), dout.ptr(),
+                                                size_ ? sc[0] : 0,
+                                                RCOLL_UINT8, comm_, nullptr),
+                                 call);
+                       else
+                           check(rcoll_alltoallv(di.ptr(), sc.data(),
+                                                 sd.data(), dout.ptr(),
+                                                 rc.data(), rd.data(),
+                                                 RCOLL_UINT8, comm_, nullptr),
+                                 call);
                        dout.back();
                    });
 }
