@@ -325,6 +325,7 @@ static void test_algo_peers(void)
  * logarithmic algorithms, bandwidth-bound ones the pipelined ones; and
  * oversubscription pushes toward fewer steps. */
 static int tune_peer_room; /* coll_env_t.peer_room for tune() */
+static int tune_hosts;     /* coll_env_t.nhosts for tune() (0: unknown) */
 static const char *tune(coll_kind_t k, size_t count, rcoll_datatype_t dt,
                         int n, int local, int cores, rcoll_link_model_t link,
                         size_t *chunk)
@@ -335,7 +336,8 @@ static const char *tune(coll_kind_t k, size_t count, rcoll_datatype_t dt,
     coll_env_t e = {.rank = 0, .nranks = n, .chunk_size = 512 * 1024,
                     .link = link, .link_name = net ? "tcp" : "shm",
                     .local_size = local, .ncores = cores,
-                    .peer_room = tune_peer_room};
+                    .peer_room = tune_peer_room, .nhosts = tune_hosts,
+                    .host_size = tune_hosts ? n / tune_hosts : 0};
     coll_sched_t s;
     memset(&s, 0, sizeof(s));
     s.kind = k;
@@ -408,20 +410,24 @@ static void test_tuner(void)
                          COLL_REDUCE_SCATTER, COLL_REDUCE, COLL_ALLTOALL,
                          COLL_GATHER, COLL_SCATTER, COLL_ALLTOALLV};
     tune_peer_room = 20;
+    for (tune_hosts = 0; tune_hosts <= 8; tune_hosts += 8)
     for (int k = 0; k < 9; k++)
         for (size_t c = 1; c <= (16u << 20); c *= 8)
             for (int cores = 2; cores <= 64; cores *= 32) {
-                const char *x = tune(all[k], c, RCOLL_FLOAT32, 64, 64, cores,
-                                     tcp, &ch);
+                const char *x = tune(all[k], c, RCOLL_FLOAT32, 64,
+                                     tune_hosts ? 8 : 64, cores, tcp, &ch);
                 const coll_algo_t *a = coll_algos;
                 while (a->name && (a->kind != all[k] || strcmp(a->name, x)))
                     a++;
-                coll_env_t e64 = {.nranks = 64};
+                coll_env_t e64 = {.nranks = 64, .nhosts = tune_hosts,
+                                  .host_size = tune_hosts ? 8 : 0};
                 CHECK(a->name && (!a->npeers || a->npeers(&e64) <= 20 ||
                                   all[k] == COLL_ALLTOALLV),
-                      "peer_room 20 of 63: %s count %zu, %d cores: %s",
-                      coll_kind_name(all[k]), c, cores, x);
+                      "peer_room 20 of 63, %d hosts: %s count %zu, %d "
+                      "cores: %s", tune_hosts, coll_kind_name(all[k]), c,
+                      cores, x);
             }
+    tune_hosts = 0;
     nm = tune(COLL_ALLTOALL, 1u << 20, RCOLL_FLOAT32, 64, 64, 64, tcp, &ch);
     CHECK(!strcmp(nm, "bruck"), "4 MiB x 64 all-to-all, room for 20: %s", nm);
     tune_peer_room = 63;

@@ -381,10 +381,10 @@ static void peer_room(struct rcoll_comm *c, const tl_offer_t *o,
     if (c->rank != 0)
         return;
     if (room < COLL_PEERS_LOG(n))
-        rcoll_warn("descriptors for only %ld peers (RLIMIT_NOFILE, %d "
+        rcoll_warn("descriptors for only %d peers (RLIMIT_NOFILE, %d "
                    "sockets each): the ring and log-step algorithms of %d "
-                   "ranks may need %d; raise the limit (ulimit -n)", room,
-                   lanes, n, COLL_PEERS_LOG(n));
+                   "ranks may need %d; raise the limit (ulimit -n)",
+                   c->env.peer_room, lanes, n, COLL_PEERS_LOG(n));
     else
         rcoll_info(RCOLL_SUBSYS_INIT, "descriptors for %d peers "
                    "(RLIMIT_NOFILE, %d sockets each), not all %d: the "

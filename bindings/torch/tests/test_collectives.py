@@ -392,6 +392,19 @@ def fam_alltoall_p2p(rank, world, gloo):
     ref = torch.empty_like(got)
     dist.all_to_all_single(ref, x, outs, ins, group=gloo)
     same(got, ref, "all_to_all_single uneven splits")
+    # splits given, equal and in order on rank 0 only (1 row to and from
+    # everyone), 3 rows between the others: every rank must still call
+    # the same collective
+    def split2(src, dst):
+        return 1 if src == 0 or dst == 0 else 3
+    ins = [split2(rank, d) for d in range(world)]
+    outs = [split2(s_, rank) for s_ in range(world)]
+    x = data(rank, sum(ins) * 2, torch.float32, 65).view(sum(ins), 2)
+    got = torch.full((sum(outs), 2), -1.0)
+    dist.all_to_all_single(got, x, outs, ins)
+    ref = torch.empty_like(got)
+    dist.all_to_all_single(ref, x, outs, ins, group=gloo)
+    same(got, ref, "all_to_all_single, equal splits on rank 0 only")
     # all_to_all (lists of tensors, shapes by pair; gloo has no list form:
     # the expected value is what each sender put there)
     def blk(src, dst):

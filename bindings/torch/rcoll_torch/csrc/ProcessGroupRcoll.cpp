@@ -1150,12 +1150,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRcoll::alltoall_base(
     a2a_layout(inputSplits, input.size(0), irow, size_, call, sc, sd);
     a2a_layout(outputSplits, output.size(0), orow, size_, call, rc, rd);
     at::Tensor in = input, out = output;
-    /* equal splits in order: rcoll_alltoall, whose algorithms need not
-     * reach every peer at once (Bruck) */
-    bool even = true;
-    for (int r = 0; r < size_ && even; r++)
-        even = sc[r] == sc[0] && rc[r] == sc[0] &&
-               sd[r] == (size_t)r * sc[0] && rd[r] == (size_t)r * sc[0];
+    /* no splits given (on every rank, as NCCL's and gloo's backends
+     * assume): rcoll_alltoall, whose algorithms need not reach every peer
+     * at once (Bruck). Decided from the call, not from this rank's sizes:
+     * equal splits on one rank and not on another would call different
+     * collectives. */
+    bool even = inputSplits.empty() && outputSplits.empty();
+    TORCH_CHECK(!even || size_ == 0 || sc[0] == rc[0], "rcoll ", call,
+                ": without split sizes, input and output must have the "
+                "same size");
     return enqueue(c10d::OpType::ALLTOALL_BASE, call, {output}, opts.timeout,
                    [this, in, out, sc, sd, rc, rd, even]() {
                        Dense di(in), dout(out);
