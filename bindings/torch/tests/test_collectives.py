@@ -381,30 +381,24 @@ def fam_alltoall_p2p(rank, world, gloo):
             ref = torch.empty_like(x)
             dist.all_to_all_single(ref, x, group=gloo)
             same(got, ref, f"all_to_all_single {dt} rows={rows}")
-    # uneven splits (zeros included), the same on every rank as gloo's
-    def split(src, dst):
-        return (src * 3 + dst * 5 + 1) % 4 * 7  # 0, 7, 14 or 21 rows
-    ins = [split(rank, d) for d in range(world)]
-    outs = [split(s_, rank) for s_ in range(world)]
-    x = data(rank, sum(ins) * 3, torch.float32, 62).view(sum(ins), 3)
-    got = torch.full((sum(outs), 3), -1.0)
-    dist.all_to_all_single(got, x, outs, ins)
-    ref = torch.empty_like(got)
-    dist.all_to_all_single(ref, x, outs, ins, group=gloo)
-    same(got, ref, "all_to_all_single uneven splits")
-    # splits given, equal and in order on rank 0 only (1 row to and from
+    # uneven splits (zeros included), the same on every rank as gloo's;
+    # then splits equal and in order on rank 0 only (1 row to and from
     # everyone), 3 rows between the others: every rank must still call
     # the same collective
+    def split(src, dst):
+        return (src * 3 + dst * 5 + 1) % 4 * 7  # 0, 7, 14 or 21 rows
     def split2(src, dst):
         return 1 if src == 0 or dst == 0 else 3
-    ins = [split2(rank, d) for d in range(world)]
-    outs = [split2(s_, rank) for s_ in range(world)]
-    x = data(rank, sum(ins) * 2, torch.float32, 65).view(sum(ins), 2)
-    got = torch.full((sum(outs), 2), -1.0)
-    dist.all_to_all_single(got, x, outs, ins)
-    ref = torch.empty_like(got)
-    dist.all_to_all_single(ref, x, outs, ins, group=gloo)
-    same(got, ref, "all_to_all_single, equal splits on rank 0 only")
+    for fn, cols, seed, what in ((split, 3, 62, "uneven splits"),
+                                 (split2, 2, 65, "equal splits on rank 0 only")):
+        ins = [fn(rank, d) for d in range(world)]
+        outs = [fn(s_, rank) for s_ in range(world)]
+        x = data(rank, sum(ins) * cols, torch.float32, seed).view(sum(ins), cols)
+        got = torch.full((sum(outs), cols), -1.0)
+        dist.all_to_all_single(got, x, outs, ins)
+        ref = torch.empty_like(got)
+        dist.all_to_all_single(ref, x, outs, ins, group=gloo)
+        same(got, ref, f"all_to_all_single, {what}")
     # all_to_all (lists of tensors, shapes by pair; gloo has no list form:
     # the expected value is what each sender put there)
     def blk(src, dst):
