@@ -90,47 +90,37 @@ void coll_halving_layout(int n, int p, const int *bit, int nb, size_t *po)
         po[j + 1] += po[j];
 }
 
-rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
-                                           const coll_env_t *e)
+/* An extra rank (r >= p): hands its data to r - p, gets the result back */
+static rcoll_status_t rab_extra(coll_sched_t *s, int peer, char *out,
+                                size_t bytes)
 {
-    int n = e->nranks, r = e->rank, p = 1;
-    size_t dts = rcoll_datatype_size(s->dt);
-    size_t bytes = s->count * dts;
-    char *out = s->recvbuf;
     coll_step_t t;
     rcoll_status_t st;
+    coll_sched_step_init(&t);
+    t.send_peer = peer;
+    t.send_buf = out;
+    t.send_bytes = bytes;
+    if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+        return st;
+    coll_sched_step_init(&t);
+    t.recv_peer = peer;
+    t.recv_dst = out;
+    t.recv_bytes = bytes;
+    t.recv_mode = RECV_COPY;
+    return coll_sched_add(s, &t);
+}
 
-    coll_copy_in(s);
-    if (n == 1)
-        return RCOLL_OK;
-    while (p * 2 <= n)
-        p *= 2;
-    if (r >= p) { /* extra rank: hand over, get the result back */
-        coll_sched_step_init(&t);
-        t.send_peer = r - p;
-        t.send_buf = out;
-        t.send_bytes = bytes;
-        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
-            return st;
-        coll_sched_step_init(&t);
-        t.recv_peer = r - p;
-        t.recv_dst = out;
-        t.recv_bytes = bytes;
-        t.recv_mode = RECV_COPY;
-        return coll_sched_add(s, &t);
-    }
-    int last = -1; /* the latest step with a receive */
-    if (r + p < n) {
-        coll_sched_step_init(&t);
-        t.recv_peer = r + p;
-        t.recv_dst = out;
-        t.recv_local = out;
-        t.recv_bytes = bytes;
-        t.recv_mode = RECV_REDUCE;
-        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
-            return st;
-        last = s->nsteps - 1;
-    }
+/* The halving and doubling steps of one of the first p ranks (p a power
+ * of two), each waiting for the whole step before it; *lastp: the step
+ * the first waits for (-1: none), then the last step added. */
+static rcoll_status_t rab_halve_double(coll_sched_t *s, const coll_env_t *e,
+                                       int p, int *lastp)
+{
+    size_t dts = rcoll_datatype_size(s->dt);
+    char *out = s->recvbuf;
+    int r = e->rank, last = *lastp;
+    coll_step_t t;
+    rcoll_status_t st;
     /* block b of p: elements [OFF(b), OFF(b + 1)) */
 #define OFF(b) blk_off(s->count, p, b)
     int bit[COLL_LOC_BITS], nb = coll_rabenseifner_order(e, p, bit);
@@ -190,6 +180,40 @@ rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
             hi = sib_hi[i];
     }
 #undef OFF
+    *lastp = last;
+    return RCOLL_OK;
+}
+
+rcoll_status_t coll_allreduce_rabenseifner(coll_sched_t *s,
+                                           const coll_env_t *e)
+{
+    int n = e->nranks, r = e->rank, p = 1;
+    size_t bytes = s->count * rcoll_datatype_size(s->dt);
+    char *out = s->recvbuf;
+    coll_step_t t;
+    rcoll_status_t st;
+
+    coll_copy_in(s);
+    if (n == 1)
+        return RCOLL_OK;
+    while (p * 2 <= n)
+        p *= 2;
+    if (r >= p)
+        return rab_extra(s, r - p, out, bytes);
+    int last = -1; /* the latest step with a receive */
+    if (r + p < n) { /* our extra rank's data, reduced in */
+        coll_sched_step_init(&t);
+        t.recv_peer = r + p;
+        t.recv_dst = out;
+        t.recv_local = out;
+        t.recv_bytes = bytes;
+        t.recv_mode = RECV_REDUCE;
+        if ((st = coll_sched_add(s, &t)) != RCOLL_OK)
+            return st;
+        last = s->nsteps - 1;
+    }
+    if ((st = rab_halve_double(s, e, p, &last)) != RCOLL_OK)
+        return st;
     if (r + p < n) { /* the result to our extra rank */
         coll_sched_step_init(&t);
         t.send_peer = r + p;

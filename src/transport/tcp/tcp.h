@@ -4,7 +4,8 @@
  * receive slots and credits piggybacked on the reverse direction.
  * tcp_data.c is the data path (sends, reads, receives in place, credits,
  * failures of a peer), tcp_ctx.c the context (sockets set up and torn
- * down, the ops table).
+ * down, the ops table), tcp_sock.c a socket taken into use (by both
+ * set-ups), tcp_lazy.c connections on first use, tcp_rails.c rails.
  *
  * Wire format per socket: a tcp_wire_t header, then `hdr.len` payload bytes
  * for DATA. Credits ride in every header. BYE says a rank destroyed the
@@ -246,14 +247,19 @@ void tcp_rail_addr(const tcp_rail_t *r, uint16_t port, rcoll_sockaddr_t *sa);
 int tcp_rail_of(const tcp_rails_t *rs, int fd);
 void tcp_rails_str(const tcp_rails_t *rs, char *buf, size_t len);
 
-/* tcp_data.c, for both set-ups: a socket's slots and queue (0, or -1 out
+/* tcp_sock.c, for both set-ups: a socket's slots and queue (0, or -1 out
  * of memory; once per socket); a connected socket taken into use; whether
- * a peer's hello agrees with our settings. */
+ * a peer's hello agrees with our settings; the slots per socket and the
+ * small-payload ring's threshold and size (every rank works out the
+ * same). */
 int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s);
 rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
                               int fd);
 rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
                                const tcp_hello_t *h);
+int tcp_window(int nslots, int nranks, int nsocks);
+void tcp_ring_sizes(int nslots, int nranks, int nsocks,
+                    size_t *small, size_t *ring);
 
 /* tcp_lazy.c: connections on first use (RCOLL_TCP_CONNECT). The listener
  * joins the engine's epoll set; a send to a socket not connected starts
@@ -269,9 +275,6 @@ void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
  * the communicator fails with st and "rank P (HOST pid N): what" (once). */
 void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what);
 void tcp_sock_close(tcp_sock_t *s);
-int tcp_window(int nslots, int nranks, int nsocks);
-void tcp_ring_sizes(int nslots, int nranks, int nsocks,
-                    size_t *small, size_t *ring);
 void tcp_sock_write(tcp_sock_t *s);
 rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                         const void *payload, void *cookie, int flags,

@@ -1,0 +1,103 @@
+/* The TCP transport's sockets taken into use, by both set-ups (tcp_ctx.c
+ * at init, tcp_lazy.c on first use): the window and ring sizes every rank
+ * works out alike, a socket's buffers, its options and epoll entry, and
+ * the check that a peer's hello has our settings. */
+#include "transport/tcp/tcp.h"
+
+/* Slots per socket (TCP_SLOT_BUDGET); every rank computes the same */
+int tcp_window(int nslots, int nranks, int nsocks)
+{
+    long base = (long)TCP_SLOT_MUL * nslots;
+    long w = TCP_SLOT_BUDGET / ((long)RCOLL_MAX(nranks - 1, 1) *
+                                RCOLL_MAX(nsocks, 1));
+    return (int)RCOLL_MAX(base, RCOLL_MIN(w, TCP_SLOT_MAX));
+}
+
+/* The ring's threshold and size (TCP_RING_BUDGET); every rank computes
+ * the same */
+void tcp_ring_sizes(int nslots, int nranks, int nsocks,
+                           size_t *small, size_t *ring)
+{
+    size_t per = (size_t)TCP_RING_MUL * (size_t)RCOLL_MAX(nslots, 1);
+    size_t b = TCP_RING_BUDGET / ((size_t)RCOLL_MAX(nranks - 1, 1) *
+                                  (size_t)RCOLL_MAX(nsocks, 1) * per);
+    b &= ~(size_t)(TCP_RING_ALIGN - 1);
+    *small = RCOLL_MAX(TCP_SMALL, RCOLL_MIN(b, TCP_SMALL_MAX));
+    *ring = per * *small;
+}
+
+int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
+{
+    size_t ns = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+    if (s->allocated)
+        return 0;
+    rcoll_slots_init(&s->sl, ctx->nslots);
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
+    s->slot_off = calloc(ns, sizeof(uint32_t));
+    s->slot_ring = calloc(ns, sizeof(uint32_t));
+    s->tx_ring = calloc(ns, sizeof(uint32_t));
+    s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
+    s->slot_pay = calloc(ns, sizeof(char *));
+    s->slot_big = calloc(ns, sizeof(char *));
+    s->slot_isbig = calloc(ns, 1);
+    s->tx_isbig = calloc(ns, 1);
+    s->pool = calloc(nb, sizeof(char *));
+    s->pool_all = calloc(nb, sizeof(char *));
+    s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
+    if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
+        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
+        !s->pool || !s->pool_all || !s->txq)
+        return -1;
+    s->allocated = 1;
+    return 0;
+}
+
+rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
+                              int fd)
+{
+    tcp_ep_t *ep = ctx->eps[peer];
+    tcp_sock_t *s = &ep->socks[idx];
+    if (s->fd >= 0) {
+        close(fd);
+        return rcoll__set_error(RCOLL_ERR_PROTOCOL,
+                                "tcp: rank %d connected socket %d twice", peer,
+                                idx);
+    }
+    s->fd = fd;
+    s->closed = 0;
+    s->rail = ctx->rails ? tcp_rail_of(&ctx->rails[ctx->p.rank], fd) : -1;
+    rcoll_sock_set_nonblock(fd, 1);
+    /* kernel buffers that hold what the credits let through (the ring,
+     * the big buffers, their headers), so that the credits and not TCP's
+     * window pace the sender: a buffer below one MSS keeps TCP's window
+     * shut until its persist timer fires (100-200 ms per step) */
+    size_t want = ctx->ring_size + (size_t)ctx->nbig * ctx->p.chunk_size +
+                  (size_t)ctx->nslots * sizeof(tcp_wire_t);
+    int sz = (int)RCOLL_MIN(want, 8u << 20);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                             .data.ptr = &s->h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "tcp: epoll_ctl: %s",
+                                strerror(errno));
+    return RCOLL_OK;
+}
+
+/* An authenticated hello with other settings than ours: both sides would
+ * fail later in confusing ways, so stop here and say why. */
+rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
+                               const tcp_hello_t *h)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    if (h->nsocks == ctx->nsocks && h->chunk_size == p->chunk_size &&
+        h->nslots == p->nslots)
+        return RCOLL_OK;
+    return rcoll__set_error(
+        RCOLL_ERR_INVALID_ARGUMENT,
+        "tcp: rank %d and rank %d disagree on RCOLL_TCP_NSOCKS (%d vs "
+        "%d), RCOLL_CHUNK_SIZE (%zu vs %llu) or RCOLL_NSLOTS (%d vs "
+        "%d): set them the same on every rank", p->rank, h->rank,
+        ctx->nsocks, h->nsocks, p->chunk_size,
+        (unsigned long long)h->chunk_size, p->nslots, h->nslots);
+}
