@@ -146,6 +146,62 @@ static void topo_d(const char *dir)
     rcoll_topo_free(t);
 }
 
+/* The NIC of each rank of a host (rcoll_topo_rank_nic): the GPU's NIC
+ * when the host has one GPU per rank, mapped by name into the caller's
+ * device list, never across sockets; contiguous blocks otherwise. */
+static void rank_nics(const char *dir)
+{
+    rcoll_topo_t *a = load(dir, "a.xml"), *d = load(dir, "d.xml");
+    if (!a || !d) {
+        rcoll_topo_free(a);
+        rcoll_topo_free(d);
+        return;
+    }
+    const char *how;
+    const char *rev[2] = {"mlx5_1", "mlx5_0"};
+    for (int i = 0; i < 8; i++) {
+        int k = rcoll_topo_rank_nic(a, i, 8, rev, 2, &how);
+        CHECK(k == (i < 4 ? 1 : 0) && !strcmp(how, "topology"),
+              "a, 8 ranks: rank %d gets %s (%s), expected %s", i,
+              k >= 0 && k < 2 ? rev[k] : "?", how, i < 4 ? "mlx5_0" : "mlx5_1");
+        int nic = strcmp(rev[k], "mlx5_0") == 0 ? 0 : 1;
+        CHECK(rcoll_topo_nic_package(a, nic) == rcoll_topo_gpu_package(a, i),
+              "a: rank %d's NIC %d is on another socket than GPU %d", i, nic,
+              i);
+    }
+    /* fewer ranks than GPUs: blocks of the list's order */
+    static const int blk4[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        int k = rcoll_topo_rank_nic(a, i, 4, rev, 2, &how);
+        CHECK(k == blk4[i] && !strcmp(how, "block"),
+              "a, 4 ranks: rank %d gets %d (%s), expected %d (block)", i, k,
+              how, blk4[i]);
+    }
+    /* devices the topology does not name: blocks */
+    const char *er[2] = {"erdma_0", "erdma_1"};
+    for (int i = 0; i < 8; i++) {
+        int k = rcoll_topo_rank_nic(a, i, 8, er, 2, &how);
+        CHECK(k == i / 4 && !strcmp(how, "block"),
+              "a, unnamed devices: rank %d gets %d (%s)", i, k, how);
+    }
+    /* CPU only (d: an eRDMA NIC per socket), and no topology at all */
+    for (int i = 0; i < 4; i++)
+        CHECK(rcoll_topo_rank_nic(d, i, 4, er, 2, &how) == i / 2,
+              "d, 4 ranks: rank %d", i);
+    static const int blk3[3] = {0, 0, 1};
+    for (int i = 0; i < 3; i++)
+        CHECK(rcoll_topo_rank_nic(NULL, i, 3, er, 2, &how) == blk3[i],
+              "no topology, 3 ranks: rank %d", i);
+    const char *four[4] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 8; i++)
+        CHECK(rcoll_topo_rank_nic(NULL, i, 8, four, 4, &how) == i / 2,
+              "no topology, 8 ranks, 4 NICs: rank %d", i);
+    CHECK(rcoll_topo_rank_nic(NULL, 2, 3, er, 1, &how) == 0,
+          "one NIC: always it");
+    rcoll_topo_free(a);
+    rcoll_topo_free(d);
+}
+
 /* GPUs that tie on two NICs are spread over both */
 static void ties(void)
 {
@@ -322,6 +378,7 @@ int main(int argc, char **argv)
     topo_b(dir);
     topo_c(dir);
     topo_d(dir);
+    rank_nics(dir);
     ties();
     bad_input();
     ring_orders();

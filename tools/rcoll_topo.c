@@ -1,7 +1,8 @@
 /* rcoll-topo: prints a host's topology as rcoll reads it (GPUs, NICs and
  * their sockets), the path class between every GPU and NIC and between
  * GPUs, and the decisions taken from it: the NIC of each GPU and whether
- * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason; and,
+ * GPUDirect RDMA is used for it (RCOLL_GDR_LEVEL), with the reason, the
+ * NIC each of a host's ranks takes (the ib transport's choice); and,
  * for a job whose ranks' hosts are given (--hosts), the ring order, the
  * hierarchical all-reduce's rings, the locality counts the tuner charges
  * and Rabenseifner's halving order, as a communicator would compute them. */
@@ -16,7 +17,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: rcoll-topo [--xml FILE] [--gdr-level PIX|PXB|PHB|SYS]\n"
+            "usage: rcoll-topo [--xml FILE] [--gdr-level PIX|PXB|PHB|SYS] "
+            "[--hosts LIST] [--ranks L]\n"
             "  --xml FILE      read FILE (hwloc XML, as lstopo --of xml "
             "writes)\n"
             "                  instead of RCOLL_TOPO_FILE\n"
@@ -28,7 +30,10 @@ static void usage(FILE *f)
             "                  and the hierarchical all-reduce's rings,\n"
             "                  the ranks of a host that talk across hosts "
             "in each\n                  kind of step, and Rabenseifner's "
-            "halving order\n");
+            "halving order\n"
+            "  --ranks L       ranks per host for the NIC of each rank "
+            "(default: one per GPU,\n"
+            "                  else one per NIC)\n");
 }
 
 /* The placement a communicator of these ranks computes (comm.c). */
@@ -136,12 +141,44 @@ static int placement(const char *list, const char *order)
     return 0;
 }
 
+/* The RDMA device each of a host's L ranks takes (the ib transport with
+ * RCOLL_IB_NIC=auto), the topology's NICs standing for the devices. */
+static void rank_nics(const rcoll_topo_t *t, int L)
+{
+    int nn = rcoll_topo_nnics(t);
+    const char **names = malloc((size_t)nn * sizeof(*names));
+    if (!names)
+        return;
+    for (int i = 0; i < nn; i++) { /* by name, as the transport sorts */
+        int j = i;
+        while (j > 0 && strcmp(names[j - 1], rcoll_topo_nic_name(t, i)) > 0) {
+            names[j] = names[j - 1];
+            j--;
+        }
+        names[j] = rcoll_topo_nic_name(t, i);
+    }
+    printf("\nNIC per rank, %d ranks on this host (the ib transport, "
+           "RCOLL_IB_NIC=auto):\n", L);
+    for (int r = 0; r < L; r++) {
+        const char *how;
+        int k = rcoll_topo_rank_nic(t, r, L, names, nn, &how), nic = 0;
+        for (int i = 0; i < nn; i++)
+            if (!strcmp(rcoll_topo_nic_name(t, i), names[k]))
+                nic = i;
+        printf("  rank %d -> NIC %d (%s), package %d (%s%s)\n", r, nic,
+               names[k], rcoll_topo_nic_package(t, nic), how,
+               strcmp(how, "topology") ? "" : ": its GPU's nearest");
+    }
+    free(names);
+}
+
 int main(int argc, char **argv)
 {
     rcoll_config_init();
     const char *file = rcoll_config.topo_file;
     const char *level = rcoll_config.gdr_level;
     const char *hosts = NULL;
+    int nranks = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--xml") == 0 && i + 1 < argc)
             file = argv[++i];
@@ -149,6 +186,9 @@ int main(int argc, char **argv)
             level = argv[++i];
         else if (strcmp(argv[i], "--hosts") == 0 && i + 1 < argc)
             hosts = argv[++i];
+        else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc &&
+                 (nranks = atoi(argv[i + 1])) > 0)
+            i++;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -235,9 +275,11 @@ int main(int argc, char **argv)
         }
         free(nic_of);
     }
+    if (nn)
+        rank_nics(t, nranks > 0 ? nranks : ng ? ng : nn);
     printf("\nnot in this release: NVLink from NVML (only the XML's "
            "NVLinkBandwidth matrix), ordering a host's ranks by GPU and NIC "
-           "(needs GPU buffers), one ring per NIC (multi-rail)\n");
+           "(needs GPU buffers), one ring per NIC (channels)\n");
     rcoll_topo_free(t);
     return 0;
 }

@@ -64,11 +64,10 @@ rcoll_status_t rcoll_topo_detect_xml(char **xml, size_t *len, char *err,
 #endif
 }
 
-rcoll_status_t rcoll_topo_get(rcoll_topo_t **out, const char **source,
-                              char *err, size_t errlen)
+static rcoll_status_t topo_get(rcoll_topo_t **out, const char **source,
+                               char *err, size_t errlen, const char *dump)
 {
     const char *file = rcoll_config.topo_file;
-    const char *dump = rcoll_config.topo_dump_file;
     char *xml = NULL;
     size_t len = 0;
     rcoll_status_t st;
@@ -117,4 +116,16 @@ rcoll_status_t rcoll_topo_get(rcoll_topo_t **out, const char **source,
     }
     free(xml);
     return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_topo_get(rcoll_topo_t **out, const char **source,
+                              char *err, size_t errlen)
+{
+    return topo_get(out, source, err, errlen, rcoll_config.topo_dump_file);
+}
+
+rcoll_status_t rcoll_topo_read(rcoll_topo_t **out, const char **source,
+                               char *err, size_t errlen)
+{
+    return topo_get(out, source, err, errlen, NULL);
 }

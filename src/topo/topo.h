@@ -51,6 +51,10 @@ rcoll_status_t rcoll_topo_detect_xml(char **xml, size_t *len, char *err,
  * which ("detected by hwloc" or the file's path). */
 rcoll_status_t rcoll_topo_get(rcoll_topo_t **out, const char **source,
                               char *err, size_t errlen);
+/* The same, never writing RCOLL_TOPO_DUMP_FILE (for every rank's own use;
+ * rank 0 alone dumps, once) */
+rcoll_status_t rcoll_topo_read(rcoll_topo_t **out, const char **source,
+                               char *err, size_t errlen);
 
 int rcoll_topo_npackages(const rcoll_topo_t *t);
 int rcoll_topo_ngpus(const rcoll_topo_t *t);
@@ -75,6 +79,19 @@ rcoll_path_t rcoll_topo_gpu_gpu_path(const rcoll_topo_t *t, int a, int b);
  * several NICs, spread evenly (the GPU goes to the tied NIC with the fewest
  * GPUs so far, in GPU order). nic_of[gpu] gets -1 if the host has no NIC. */
 void rcoll_topo_choose_nics(const rcoll_topo_t *t, int *nic_of);
+
+/* The NIC (an index into names[0..nnames-1], the RDMA devices a rank can
+ * use, in the same order on every rank of the host) of the host's rank
+ * `local` of `nlocal`. When the topology (t, may be NULL) has one GPU per
+ * rank, rank i is taken to drive GPU i (the launchers' LOCAL_RANK =
+ * device convention) and gets that GPU's NIC (rcoll_topo_choose_nics)
+ * if names has it; otherwise the ranks split into nnames contiguous
+ * blocks in local order (rank i: i * nnames / nlocal), so a host's ranks,
+ * bound in order, use the NIC of their own half or quarter. *how says
+ * which rule gave the answer ("topology" or "block"). */
+int rcoll_topo_rank_nic(const rcoll_topo_t *t, int local, int nlocal,
+                        const char *const *names, int nnames,
+                        const char **how);
 
 /* GPUDirect RDMA between `gpu` and `nic` is used when their path is no
  * farther than `max_level` (RCOLL_GDR_LEVEL; PXB by default). */

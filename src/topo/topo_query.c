@@ -127,6 +127,30 @@ void rcoll_topo_choose_nics(const rcoll_topo_t *t, int *nic_of)
     }
 }
 
+int rcoll_topo_rank_nic(const rcoll_topo_t *t, int local, int nlocal,
+                        const char *const *names, int nnames,
+                        const char **how)
+{
+    *how = "block";
+    if (nnames <= 1 || nlocal <= 0 || local < 0 || local >= nlocal)
+        return 0;
+    if (t && t->ngpu == nlocal && t->nnic > 0) {
+        int *nic_of = malloc((size_t)t->ngpu * sizeof(int));
+        int k = -1;
+        if (nic_of) {
+            rcoll_topo_choose_nics(t, nic_of);
+            k = nic_of[local];
+            free(nic_of);
+        }
+        for (int i = 0; k >= 0 && i < nnames; i++)
+            if (!strcmp(names[i], t->nicname[k])) {
+                *how = "topology";
+                return i;
+            }
+    }
+    return (int)((long long)local * nnames / nlocal);
+}
+
 int rcoll_topo_gdr(const rcoll_topo_t *t, int g, int k, rcoll_path_t max)
 {
     return rcoll_topo_gpu_nic_path(t, g, k) <= max;

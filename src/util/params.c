@@ -310,17 +310,32 @@ static const param_t params[] = {
       "operation that waits fails with RCOLL_ERR_NO_MEMORY"),
     P("IB_HCA", "", "list", ib_hca, string,
       "RDMA devices the ib transport may use (names or prefixes, "
-      "comma-separated; ^ excludes, = exact); default: the device that "
-      "owns the bootstrap address, else the first one with an active port"),
+      "comma-separated; ^ excludes, = exact); default: every device with "
+      "an active port and an IPv4 address (RCOLL_IB_NIC picks one per "
+      "rank)"),
+    P("IB_NIC", "auto", "string", ib_nic, string,
+      "which allowed RDMA device each rank uses when its host has several "
+      "with an IPv4 address: spread shares a host's ranks out over them "
+      "(rank i of the host drives GPU i when the topology has one GPU per "
+      "rank and takes that GPU's nearest NIC; else the ranks split into "
+      "contiguous blocks, one per device in name order: every device must "
+      "reach every other); auto: spread when the devices' addresses are in "
+      "one subnet, else boot; boot: every rank the device that owns the "
+      "bootstrap address"),
     P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
       "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
       "(RoCE v2 with an IPv4 address first, never link-local)"),
     P("IB_QPS_PER_PEER", "1", "int", ib_qps_per_peer, int,
       "RC queue pairs per peer, 1 to 16; messages are striped over them"),
-    P("IB_CONNECT", "cm", "string", ib_connect, string,
-      "cm: connect queue pairs with librdmacm (works on iWARP, RoCE, IB); "
-      "oob: exchange queue pair numbers through the bootstrap and move them "
-      "to RTS by hand (RoCE and InfiniBand only)"),
+    P("IB_CONNECT", "auto", "string", ib_connect, string,
+      "cm: connect every queue pair at init with librdmacm (works on "
+      "iWARP, RoCE, IB); lazy: librdmacm too, but a peer's queue pairs, "
+      "with their registered rings, are made when the first message goes "
+      "to it (either side may start; the lower rank's attempt wins a "
+      "tie), so a rank holds them only for the peers it talks to; auto: "
+      "lazy from 33 ranks, cm below; oob: exchange queue pair numbers "
+      "through the bootstrap and move them to RTS by hand (RoCE and "
+      "InfiniBand only, at init)"),
     P("IB_IMM", "auto", "string", ib_imm, string,
       "1: signal each message with RDMA WRITE_WITH_IMM; 0: an RDMA WRITE "
       "then a small SEND (for iWARP devices without immediate data, e.g. "

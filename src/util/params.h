@@ -51,6 +51,7 @@ typedef struct {
     size_t unexpected_max;      /* bytes set aside per communicator */
     /* verbs transport */
     const char *ib_hca;         /* device names, ^ excludes */
+    const char *ib_nic;         /* auto | boot: a device per rank */
     const char *ib_gid_index;   /* "auto" or an index */
     int ib_qps_per_peer;
     const char *ib_connect;     /* cm | oob */

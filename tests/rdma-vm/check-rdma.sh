@@ -36,6 +36,8 @@ check() {
     s=$(date +%s)
     if ("$@") > "$L/cur.log" 2>&1; then
         pass=$((pass + 1)); echo "PASS: $name ($(( $(date +%s) - s )) s)"
+        # (RCOLL_TEST_SHOW=1: what a passing test found, too)
+        [ -z "${RCOLL_TEST_SHOW:-}" ] || grep -v "DEBUG\|INFO" "$L/cur.log" | tail -n 8 | sed 's/^/    /'
     else
         fail=$((fail + 1)); echo "FAIL: $name (status $?, $(( $(date +%s) - s )) s)"
         tail -n 25 "$L/cur.log" | sed 's/^/    /'
@@ -430,6 +432,75 @@ perfcheck() { # perfcheck DEVICE-ARGS: rcoll-perf all-reduce with #wrong 0
 }
 check "siw: rcoll-perf allreduce, #wrong 0" perfcheck ip netns exec h0 env
 check "rxe: rcoll-perf allreduce, #wrong 0" perfcheck RCOLL_IB_HCA=rxe
+
+# Connections on first use (RCOLL_IB_CONNECT=lazy), every pair over ib,
+# 4 ranks on 2 hosts: ring all-reduces (and the test's own all-gather
+# check, also a ring) connect each rank to its two ring neighbours only
+# (rank 0: 2 and 3, not 1); all-to-all, the other
+# collectives and point-to-point (where both ranks of a pair connect at
+# once: the lower one's attempt wins) connect everyone; all bit-exact.
+conns() { # conns N: every rank's log says it connected to N of its 3 peers
+    for r in 0 1 2 3; do
+        grep -q "ib: rank $r connected to $1 of its 3 ib peers" "$L/rank$r.log" ||
+            { echo "rank $r: expected $1 of 3 peers connected:"; grep -h "connected to" "$L/rank$r.log"; return 1; }
+    done
+    echo "each rank connected to $1 of its 3 peers"
+}
+lazy_ib() {
+    hosts 4 29733 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy RCOLL_ALGO=allreduce:ring,allgather:ring $info \
+        $B/tests/test_coll -C allreduce -N 0,7,70000 && conns 2 &&
+    hosts 4 29734 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -N 7,70000 \
+        -C allreduce,allgather,broadcast,alltoall && conns 3 &&
+    hosts 4 29735 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy RCOLL_IB_QPS_PER_PEER=2 $info \
+        $B/tests/test_p2p -e 65536 && conns 3
+}
+check "siw: connections on first use, 4 ranks on 2 hosts over ib (ring: neighbours only; all-to-all, p2p: everyone)" lazy_ib
+
+# Two RDMA devices per host (a second bridge, subnet 10.77.1.0/24, siw
+# devices siwb0 in h0 and siwb1 in h1, made here and removed after). By
+# default (RCOLL_IB_NIC=auto) devices in two subnets are not shared out:
+# every rank stays on the bootstrap's. RCOLL_IB_NIC=spread gives each
+# host's first rank the first device by name and its second rank the
+# second, so both links carry the ranks' traffic (pairs across devices
+# cross subnets; each host reaches both). The veth counters say so, from
+# the kernel: each carries >= 20% of the bytes.
+two_nics() {
+    ip link add br1 type bridge && ip link set br1 up || return 1
+    for i in 0 1; do
+        ip link add w$i type veth peer name p1$i && ip link set p1$i master br1 up &&
+            ip link set w$i netns h$i && ip -n h$i addr add 10.77.1.$((i + 1))/24 dev w$i &&
+            ip -n h$i link set w$i up &&
+            ip netns exec h$i rdma link add siwb$i type siw netdev w$i || return 1
+    done
+    bytes() { # bytes H DEV: rx + tx bytes of DEV in h$H
+        ip -n h$1 -s -j link show dev $2 | python3 -c 'import json, sys
+s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"])'
+    }
+    hosts 4 29730 env $info $B/tests/test_coll -N 7 -C allreduce &&
+        grep -q "ib: rank 3: 2 devices: siw1 (devices in several subnets" "$L/rank3.log"
+    rc=$?
+    [ $rc = 0 ] || echo "auto: expected rank 3 to stay on siw1 (two subnets)"
+    v0=$(bytes 0 v0); w0=$(bytes 0 w0)
+    [ $rc = 0 ] && hosts 4 29731 env RCOLL_IB_NIC=spread $info \
+        $B/tests/test_coll -N 7,70000 -C allreduce,allgather,reduce_scatter,alltoall
+    rc=$?
+    dv=$(( $(bytes 0 v0) - v0 )); dw=$(( $(bytes 0 w0) - w0 ))
+    for i in 0 1; do
+        ip netns exec h$i rdma link delete siwb$i
+        ip -n h$i link del w$i
+    done
+    ip link del br1
+    [ $rc = 0 ] || return 1
+    grep -h "devices:" "$L"/rank*.log
+    for want in "rank 0:.*siw0 port 1 (block)" "rank 1:.*siw1 port 1 (block)" \
+        "rank 2:.*siwb0 port 1 (block)" "rank 3:.*siwb1 port 1 (block)"; do
+        grep -q "ib: $want" "$L"/rank*.log || { echo "expected 'ib: $want' in a rank's log"; return 1; }
+    done
+    echo "h0's links: v0 $dv bytes, w0 $dw bytes"
+    [ $((dv + dw)) -ge 1000000 ] && [ $((dv * 5)) -ge $((dv + dw)) ] &&
+        [ $((dw * 5)) -ge $((dv + dw)) ] || { echo "not both links carried the traffic"; return 1; }
+}
+check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart)" two_nics
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

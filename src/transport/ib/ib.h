@@ -15,8 +15,9 @@
  *   SRQ, one receive SGE: the limits of eRDMA.
  * - Connections: librdmacm (RCOLL_IB_CONNECT=cm; the only way on iWARP),
  *   the ring's address and rkey in the connection's private data with a MAC
- *   of the job secret; or (oob: InfiniBand and RoCE) QP numbers exchanged
- *   through the authenticated bootstrap and the QPs moved to RTS by hand.
+ *   of the job secret, at init or (lazy: ib_lazy.c) when a peer is first
+ *   used; or (oob: InfiniBand and RoCE) QP numbers exchanged through the
+ *   authenticated bootstrap and the QPs moved to RTS by hand.
  * - Completions: polled by the engine each turn; before it sleeps the CQ is
  *   armed (ibv_req_notify_cq) and the completion channel's fd is in its
  *   epoll set. A failed completion or a disconnect fails the peer by name.
@@ -39,9 +40,10 @@
  * of zero-copy sends are registered through the registration cache
  * (proto/rcache.c), which learns of freed and unmapped memory.
  *
- * The transport is five files, each calling only the ones after it:
+ * The transport is six files, each calling only the ones after it:
  * ib_ctx.c (context create/destroy in steps, counters, the ops table),
- * ib_conn.c (connecting QPs by rdma_cm or out of band), ib_dev.c (devices,
+ * ib_lazy.c (connections on first use), ib_conn.c (connecting QPs by
+ * rdma_cm or out of band), ib_dev.c (devices,
  * addresses, GIDs, opening a context's device, rcoll-info's description),
  * ib_data.c (sending, completions, credits, receives, failures and
  * asynchronous events) and ib_mem.c (registrations, the cache's hooks,
@@ -102,9 +104,17 @@ typedef struct {
 enum { CTRL_BYE = 1, CTRL_ABORT = 2, CTRL_SEEN = 3 };
 #define IB_MAX_CREDITS 0x3fff
 
-/* what a work request was, in its wr_id (with the QP's index above) */
+/* what a work request was, in its wr_id: the QP's index above, then the
+ * QP's generation (a dropped connection attempt's late completions, such
+ * as flushed receives, are told apart from the next QP's even when the
+ * device reuses the QP number), the receive's index (< 2^20: at most
+ * 2 x 1024 + 8) and the kind */
 enum { WR_DATA = 1, WR_NOTE = 2, WR_RECV = 3 };
-#define WRID(q, kind, i) ((uint64_t)(q)->gidx << 32 | (uint64_t)(i) << 4 | (kind))
+#define WRID(q, kind, i)                                                      \
+    ((uint64_t)(q)->gidx << 32 | (uint64_t)((q)->gen & 0xffu) << 24 |         \
+     (uint64_t)(i) << 4 | (kind))
+#define WRID_GEN(w) ((unsigned)((w) >> 24) & 0xffu)
+#define WRID_IDX(w) ((int)(((w) >> 4) & 0xfffffu))
 
 typedef struct ib_ep ib_ep_t;
 
@@ -120,6 +130,10 @@ typedef struct {
     int active;               /* we connected (cm): the reply has the ring */
     int heard;                /* a message from the peer arrived on it */
     int cm_tries;             /* connection attempts redone (cm, active) */
+    unsigned gen;             /* QPs dropped before this one (WRID) */
+    double await;             /* lazy: the lower-ranked peer refused our
+                                 attempt (its own is under way): none of
+                                 ours before then */
     /* receive side */
     char *rx;                 /* nslots slots + IB_CTRL */
     struct ibv_mr *rx_mr;
@@ -175,12 +189,23 @@ struct ib_ep {
     /* the peer's: where its receives want our data */
     ib_place_msg_t rplace[IB_NRPLACE];
     int nrplace;
+    /* lazy: a message waits for a queue pair not ready (in ctx->pend);
+     * until conn_deadline for all of them to be */
+    int pending;
+    double conn_deadline;
 };
 
 struct rcoll_tl_ctx {
     rcoll_tl_params_t p;
     int nqps;
     int oob;
+    int lazy;                 /* QPs connected on first use (ib_lazy.c) */
+    uint8_t secret[16];       /* p.secret points here: the caller's copy
+                                 ends with set-up, requests do not */
+    struct sockaddr_in *addrs; /* lazy: every rank's listening address */
+    ib_ep_t **pend;           /* lazy: peers with a message waiting for a
+                                 connection (npend of them) */
+    int npend;
     size_t stride;            /* slot bytes: IB_HDR + chunk, 64-aligned */
     size_t ring_bytes;
     int sq_depth;
@@ -246,9 +271,55 @@ typedef struct __attribute__((packed)) {
     uint64_t mac;             /* siphash(secret, all of the above) */
 } ib_conn_data_t;             /* 48 bytes: IB's REQ carries 56 */
 
+/* ---- ib_lazy.c: connections on first use (RCOLL_IB_CONNECT=lazy) ---- */
+/* The cm events after set-up (requests, our attempts' steps, disconnects) */
+void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events);
+/* Starts the connections that messages wait for, retries those a lower
+ * peer refused once its own has had time, fails a peer past its
+ * deadline; from the engine's progress and idle turns */
+void ib_lazy_tick(struct rcoll_tl_ctx *ctx);
+
+/* 1 if q may carry our messages: connected, and on iWARP the acceptor
+ * has heard from the initiator (it may not send first) */
+static inline int ib_qp_ready(const struct rcoll_tl_ctx *ctx,
+                              const ib_qp_t *q)
+{
+    return q->up && (ctx->oob || q->active || q->heard);
+}
+
+/* A message to ep waits for a connection: ib_lazy_tick starts it */
+static inline void ib_lazy_want(ib_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (ep->pending || !ctx->pend)
+        return;
+    ep->pending = 1;
+    ep->conn_deadline = rcoll_time_sec() + ctx->p.timeout;
+    ctx->pend[ctx->npend++] = ep;
+}
+
 /* ---- ib_conn.c ---- */
 void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events);
 rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx);
+/* For ib_lazy.c: an active QP's attempt started (address resolution);
+ * its steps on ROUTE_RESOLVED (*redo: a local port collision, start it
+ * again), CONNECT_REQUEST (accepted or rejected: *gone when the event
+ * was acked and the id destroyed there; *from: the requesting rank, -1
+ * if none of this job's) and ESTABLISHED (active side);
+ * an attempt dropped (its QP and id destroyed, the ring kept); "rank P
+ * (HOST pid N)" */
+rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                           const struct sockaddr_in *addrs);
+rcoll_status_t ib_cm_route_resolved(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                    struct rdma_cm_id *id, ib_qp_t **redo);
+rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
+                                     struct rdma_cm_event *ev, int *gone,
+                                     int *from);
+rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                 struct rdma_cm_event *ev);
+void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+const char *ib_peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
+                        size_t l);
 
 /* ---- ib_dev.c ---- */
 int ib_libs_loaded(char *why, size_t len);
@@ -292,7 +363,10 @@ uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
                        size_t len);
 int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h);
 void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+/* A QP's rings and their registrations, all or none (the error set);
+ * and their release (q's pointers NULL after) */
 rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
 
 /* ---- ib_fail.c ---- */
 /* Fails a peer once (the first cause is kept) and tells the engine. */

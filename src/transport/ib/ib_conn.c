@@ -152,8 +152,8 @@ static rcoll_status_t ib_conn_data_apply(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     return RCOLL_OK;
 }
 
-static const char *peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
-                            size_t l)
+const char *ib_peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
+                        size_t l)
 {
     const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[peer];
     snprintf(b, l, "rank %d (%s pid %d)", peer, pi->hostname, pi->pid);
@@ -162,8 +162,8 @@ static const char *peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
 
 /* An active QP's connection attempt: a new cm_id, then address and route
  * resolution (the events continue it in ib_connect_cm). */
-static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
-                                  const struct sockaddr_in *addrs)
+rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                           const struct sockaddr_in *addrs)
 {
     char ps[128];
     if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
@@ -171,7 +171,7 @@ static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                           (struct sockaddr *)&addrs[q->ep->peer], 5000) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
                                 "address of %s: %s",
-                                peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                 strerror(errno));
     return RCOLL_OK;
 }
@@ -180,9 +180,8 @@ static rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
 
 /* ROUTE_RESOLVED (active side): the QP, its receives, and the connection
  * request with our ring. *redo: a port collision (below); try again. */
-static rcoll_status_t ib_cm_route_resolved(struct rcoll_tl_ctx *ctx,
-                                           ib_qp_t *q, struct rdma_cm_id *id,
-                                           ib_qp_t **redo)
+rcoll_status_t ib_cm_route_resolved(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                    struct rdma_cm_id *id, ib_qp_t **redo)
 {
     char ps[128];
     ib_conn_data_t d;
@@ -206,41 +205,86 @@ static rcoll_status_t ib_cm_route_resolved(struct rcoll_tl_ctx *ctx,
         q->cm_tries < IB_CM_TRIES) {
         rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: rdma_connect to %s: %s; "
                    "again with another port", ctx->p.rank,
-                   peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                   ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                    strerror(errno));
         *redo = q;
         return RCOLL_OK;
     }
     return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_connect to %s: %s",
-                            peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                            ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                             strerror(errno));
 }
 
-/* CONNECT_REQUEST (passive side): a lower rank's QP, accepted with our
- * ring. One not from this job, or a duplicate, is rejected and its id
- * destroyed: then *gone is set (the event is acked here). */
-static rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
-                                            struct rdma_cm_event *ev,
-                                            int *gone)
+/* An attempt of ours dropped: its QP (with the completions it may still
+ * raise) and id destroyed, the ring kept for the next. Its events must
+ * have been acked. */
+void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    (void)ctx;
+    if (q->qp) {
+        ib_cq_forget(q);
+        rdma_destroy_qp(q->id);
+    }
+    if (q->id)
+        rdma_destroy_id(q->id);
+    q->id = NULL;
+    q->qp = NULL;
+    q->active = 0;
+    q->gen++;
+}
+
+/* CONNECT_REQUEST (passive side): a lower rank's QP (lazy: any rank's),
+ * accepted with our ring. One not from this job, or a duplicate, is
+ * rejected and its id destroyed: then *gone is set (the event is acked
+ * here). *from: the peer it came from, -1 if none of this job's. Lazy,
+ * when both ranks started an attempt on the same QP, the
+ * lower rank's wins: the lower rejects the higher's, and the higher drops
+ * its own and accepts (its refused attempt then never reports). */
+rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
+                                     struct rdma_cm_event *ev, int *gone,
+                                     int *from)
 {
     char ps[128];
     struct rdma_cm_id *id = ev->id;
     int r = ctx->p.rank;
     ib_conn_data_t d;
     ib_qp_t *nq = NULL;
+    char why[160] = "private data not sealed with this job's secret";
     if (conn_data_check(ctx, ev->param.conn.private_data,
-                        ev->param.conn.private_data_len, &d) == 0 &&
-        d.to == r && d.from >= 0 && d.from < r && ctx->eps[d.from] &&
-        d.idx < ctx->nqps)
-        nq = &ctx->eps[d.from]->qps[d.idx];
-    if (!nq || nq->id) {
-        rcoll_warn("ib: rank %d rejected a connection request: %s", r,
-                   nq ? "duplicate" : "not from this job");
+                        ev->param.conn.private_data_len, &d) == 0) {
+        snprintf(why, sizeof(why), "from rank %d to rank %d, queue pair %u",
+                 d.from, d.to, d.idx);
+        if (d.to == r && d.from >= 0 && d.from < ctx->p.nranks &&
+            d.from != r && (d.from < r || ctx->lazy) && ctx->eps[d.from] &&
+            d.idx < ctx->nqps)
+            nq = &ctx->eps[d.from]->qps[d.idx];
+    }
+    *from = nq ? d.from : -1;
+    if (nq && nq->id && ctx->lazy && nq->active && !nq->up && d.from < r) {
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s connects queue pair "
+                    "%d as we do: its attempt is kept", r,
+                    ib_peer_str(ctx, d.from, ps, sizeof(ps)), d.idx);
+        ib_cm_drop(ctx, nq);
+    }
+    if (!nq || nq->id || ctx->closing || nq->ep->failed) {
+        if (!nq || (nq->id && !ctx->lazy)) /* lazy: a tie's loser */
+            rcoll_warn("ib: rank %d rejected a connection request: %s (%s)",
+                       r, nq ? "duplicate" : "not from this job", why);
         rdma_reject(id, NULL, 0);
         rdma_ack_cm_event(ev);
         rdma_destroy_id(id);
         *gone = 1;
         return RCOLL_OK;
+    }
+    if (!nq->rx) { /* lazy: the ring on first use */
+        rcoll_status_t st = ib_qp_alloc(ctx, nq);
+        if (st != RCOLL_OK) {
+            rdma_reject(id, NULL, 0);
+            rdma_ack_cm_event(ev);
+            rdma_destroy_id(id);
+            *gone = 1;
+            return st;
+        }
     }
     nq->id = id;
     id->context = nq;
@@ -260,15 +304,15 @@ static rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
         .retry_count = 7, .rnr_retry_count = 7};
     if (rdma_accept(id, &cp) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_accept from %s: "
-                                "%s", peer_str(ctx, d.from, ps, sizeof(ps)),
+                                "%s", ib_peer_str(ctx, d.from, ps, sizeof(ps)),
                                 strerror(errno));
     return RCOLL_OK;
 }
 
 /* ESTABLISHED on the active side: the peer's ring from its reply, and our
  * greeting, the first FPDU (see ib_connect_cm). */
-static rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
-                                        struct rdma_cm_event *ev)
+rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                 struct rdma_cm_event *ev)
 {
     char ps[128];
     ib_conn_data_t d;
@@ -278,7 +322,7 @@ static rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
         return rcoll__set_error(RCOLL_ERR_PROTOCOL, "ib: the reply of %s "
                                 "carries no valid ring address (%u bytes of "
                                 "private data)",
-                                peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                 ev->param.conn.private_data_len);
     rcoll_status_t st = ib_conn_data_apply(ctx, q, &d);
     if (st != RCOLL_OK)
@@ -286,7 +330,7 @@ static rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     if (ib_post_note(q, IMM(IMM_CREDIT, 0, 0)) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: greeting %s on a new "
                                 "connection: %s",
-                                peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                 strerror(errno));
     return RCOLL_OK;
 }
@@ -306,7 +350,7 @@ static rcoll_status_t ib_cm_timeout(struct rcoll_tl_ctx *ctx, int up,
                                 "connections established, but nothing "
                                 "arrived from %s within RCOLL_TIMEOUT",
                                 ctx->p.rank, up, expected,
-                                peer_str(ctx, silent, ps, sizeof(ps)));
+                                ib_peer_str(ctx, silent, ps, sizeof(ps)));
     return rcoll__set_error(RCOLL_ERR_TIMEOUT, "ib: rank %d: only %d of %d "
                             "connections came up within RCOLL_TIMEOUT",
                             ctx->p.rank, up, expected);
@@ -322,7 +366,7 @@ static rcoll_status_t ib_cm_ready(struct rcoll_tl_ctx *ctx, int *ready)
         if (q->ended && q->up)
             return rcoll__set_error(RCOLL_ERR_REMOTE, "ib: connecting rank "
                                     "%d and %s: %s", ctx->p.rank,
-                                    peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                    ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                     q->ep->fail_msg[0] ? q->ep->fail_msg
                                                        : "queue pair failed");
         *ready += q->up && (q->active || q->heard);
@@ -345,13 +389,15 @@ static rcoll_status_t ib_cm_step(struct rcoll_tl_ctx *ctx,
         if (rdma_resolve_route(id, 5000) != 0)
             st = rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the route "
                                   "to %s: %s",
-                                  peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
+                                  ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
                                   strerror(errno));
         return st;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
         return ib_cm_route_resolved(ctx, q, id, redo);
-    case RDMA_CM_EVENT_CONNECT_REQUEST:
-        return ib_cm_connect_request(ctx, ev, gone);
+    case RDMA_CM_EVENT_CONNECT_REQUEST: {
+        int from;
+        return ib_cm_connect_request(ctx, ev, gone, &from);
+    }
     case RDMA_CM_EVENT_ESTABLISHED:
         if (q->active && (st = ib_cm_established(ctx, q, ev)) != RCOLL_OK)
             return st;
@@ -361,7 +407,7 @@ static rcoll_status_t ib_cm_step(struct rcoll_tl_ctx *ctx,
     default:
         return rcoll__set_error(RCOLL_ERR_REMOTE, "ib: connecting rank %d and "
                                 "%s: %s (status %d)", ctx->p.rank,
-                                q ? peer_str(ctx, q->ep->peer, ps, sizeof(ps))
+                                q ? ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps))
                                   : "a peer",
                                 rdma_event_str(ev->event), ev->status);
     }
@@ -415,11 +461,8 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
         if (st != RCOLL_OK)
             return st;
         if (redo) { /* its events are acked: the id may go */
-            ib_cq_forget(redo);
-            rdma_destroy_qp(redo->id);
-            rdma_destroy_id(redo->id);
-            redo->id = NULL;
-            redo->qp = NULL;
+            ib_cm_drop(ctx, redo);
+            redo->active = 1;
             redo->cm_tries++;
             if ((st = ib_cm_start(ctx, redo, addrs)) != RCOLL_OK)
                 return st;
@@ -541,7 +584,7 @@ static rcoll_status_t ib_oob_qp_connect(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                                       IBV_QP_MIN_RNR_TIMER))
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: queue pair to %s: RTR "
                                 "failed: %s",
-                                peer_str(ctx, peer, ps, sizeof(ps)),
+                                ib_peer_str(ctx, peer, ps, sizeof(ps)),
                                 strerror(errno));
     memset(&at, 0, sizeof(at));
     at.qp_state = IBV_QPS_RTS;
@@ -555,7 +598,7 @@ static rcoll_status_t ib_oob_qp_connect(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: queue pair to %s: RTS "
                                 "failed: %s",
-                                peer_str(ctx, peer, ps, sizeof(ps)),
+                                ib_peer_str(ctx, peer, ps, sizeof(ps)),
                                 strerror(errno));
     q->up = 1;
     return RCOLL_OK;
@@ -638,6 +681,10 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
         addrs[ctx->p.rank] = ctx->addr;
         addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->listen_id);
         st = rcoll_bootstrap_allgather(ctx->p.bs, addrs, sizeof(*addrs));
+    }
+    if (st == RCOLL_OK && ctx->lazy) { /* every rank listens: that is all */
+        ctx->addrs = addrs;
+        return RCOLL_OK;
     }
     if (st == RCOLL_OK)
         st = ib_connect_cm(ctx, addrs);

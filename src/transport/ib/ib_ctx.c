@@ -14,19 +14,25 @@ static rcoll_status_t ib_ctx_params(struct rcoll_tl_ctx *ctx,
 {
     const char *mode = rcoll_config.ib_connect ? rcoll_config.ib_connect : "cm";
     ctx->p = *p;
+    memcpy(ctx->secret, p->secret, sizeof(ctx->secret));
+    ctx->p.secret = ctx->secret;
     pthread_mutex_init(&ctx->reg_lock, NULL);
     ctx->nqps = rcoll_config.ib_qps_per_peer;
     if (!strcmp(mode, "oob"))
         ctx->oob = 1;
-    else if (strcmp(mode, "cm") != 0 && mode[0])
+    else if (!strcmp(mode, "lazy") || (!strcmp(mode, "auto") && p->nranks > 32))
+        ctx->lazy = 1;
+    else if (strcmp(mode, "cm") != 0 && strcmp(mode, "auto") != 0 && mode[0])
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT, "RCOLL_IB_CONNECT="
-                                "%s: expected cm or oob", mode);
+                                "%s: expected auto, cm, lazy or oob", mode);
     ctx->stride = (IB_HDR + p->chunk_size + 63) & ~(size_t)63;
     ctx->ring_bytes = (size_t)p->nslots * ctx->stride + IB_CTRL;
     /* data (2 WRs each without immediates) + notes (credits, goodbye) */
     ctx->sq_depth = 3 * p->nslots + 8;
     ctx->eps = calloc((size_t)p->nranks, sizeof(*ctx->eps));
-    if (!ctx->eps)
+    if (ctx->lazy)
+        ctx->pend = calloc((size_t)p->nranks, sizeof(*ctx->pend));
+    if (!ctx->eps || (ctx->lazy && !ctx->pend))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     return RCOLL_OK;
 }
@@ -88,6 +94,8 @@ static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
             q->nrecv = nrecv;
             rcoll_slots_init(&q->sl, ctx->p.nslots);
             ctx->qps[ctx->nq++] = q;
+            if (ctx->lazy) /* its ring when it connects (ib_lazy.c) */
+                continue;
             rcoll_status_t st = ib_qp_alloc(ctx, q);
             if (st != RCOLL_OK)
                 return st;
@@ -105,7 +113,7 @@ static rcoll_status_t ib_ctx_arm(struct rcoll_tl_ctx *ctx)
     fl = fcntl(ctx->ech->fd, F_GETFL);
     fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
     ctx->cch_h.cb = ib_cq_event;
-    ctx->ech_h.cb = ib_cm_event;
+    ctx->ech_h.cb = ctx->lazy ? ib_lazy_event : ib_cm_event;
     struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->cch_h};
     struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
     if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->cch->fd, &e1) != 0 ||
@@ -133,6 +141,7 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     rcoll_status_t st = ib_ctx_params(ctx, p);
     if (st != RCOLL_OK) {
         free(ctx->eps);
+        free(ctx->pend);
         free(ctx);
         return st;
     }
@@ -164,7 +173,9 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
                ctx->nqps,
                ctx->nq && ctx->qps[0]->imm ? "WRITE_WITH_IMM"
                                            : "WRITE + SEND signals",
-               ctx->max_inline, ctx->oob ? "oob" : "rdma_cm");
+               ctx->max_inline, ctx->oob ? "oob" : ctx->lazy
+                                                       ? "rdma_cm on first use"
+                                                       : "rdma_cm");
     if ((st = ib_ctx_arm(ctx)) != RCOLL_OK)
         goto err;
     for (int i = 0; i < p->nranks; i++)
@@ -289,28 +300,23 @@ static void ib_qp_free(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
             rdma_disconnect(q->id);
         if (q->qp)
             rdma_destroy_qp(q->id);
-        /* events still queued for the id must be acked first */
+        /* events still queued for the id must be acked first; a peer's
+         * request (lazy) is refused, so that it does not wait for it */
         struct rdma_cm_event *ev;
-        while (rdma_get_cm_event(ctx->ech, &ev) == 0)
+        while (rdma_get_cm_event(ctx->ech, &ev) == 0) {
+            struct rdma_cm_id *rid = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST
+                                         ? ev->id : NULL;
+            if (rid)
+                rdma_reject(rid, NULL, 0);
             rdma_ack_cm_event(ev);
+            if (rid)
+                rdma_destroy_id(rid);
+        }
         rdma_destroy_id(q->id);
     } else if (q->qp) {
         ibv_destroy_qp(q->qp);
     }
-    if (q->rx_mr)
-        ibv_dereg_mr(q->rx_mr);
-    if (q->tx_mr)
-        ibv_dereg_mr(q->tx_mr);
-    if (q->rbuf_mr)
-        ibv_dereg_mr(q->rbuf_mr);
-    free(q->rx);
-    free(q->tx);
-    free(q->rbuf);
-    free(q->tx_cookie);
-    for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
-        rcoll_rcache_put(ctx->rcache, q->tx_rent[k]);
-    free(q->tx_rent);
-    free(q->rx_flag);
+    ib_qp_unalloc(ctx, q);
 }
 
 /* The registrations (the user's, then the cache's), the completion queue,
@@ -351,6 +357,8 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
     if (ctx->ech)
         rdma_destroy_event_channel(ctx->ech);
     free(ctx->regs);
+    free(ctx->addrs);
+    free(ctx->pend);
     pthread_mutex_destroy(&ctx->reg_lock);
     free(ctx->qps);
     free(ctx->eps);
@@ -390,6 +398,16 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
         if (ib_qp_sayable(ctx, ctx->qps[g]))
             ib_qp_goodbye(ctx->qps[g], abort, reason, deadline);
     ctx->closing = 1;
+    if (ctx->lazy) {
+        int peers = 0, conn = 0;
+        for (int i = 0; i < ctx->p.nranks; i++)
+            if (ctx->eps[i]) {
+                peers++;
+                conn += ctx->eps[i]->qps[0].up;
+            }
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d connected to %d of its %d "
+                   "ib peers (on first use)", ctx->p.rank, conn, peers);
+    }
     if (ctx->n_sent)
         rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d sent %llu messages, %llu "
                    "zero-copy from registered memory, %llu written in place "
@@ -424,16 +442,18 @@ static int ib_lanes(char *what, size_t len)
 static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
 {
     rcoll_lane_stats_t sum[64] = {{0}};
-    int n = RCOLL_MIN(ctx->nqps, 64), peers = 0;
+    int n = RCOLL_MIN(ctx->nqps, 64), peers = 0, conn = 0;
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++) {
         ib_ep_t *ep = ctx->eps[i];
         peers += ep != NULL;
+        conn += ep && ep->qps[0].up;
         for (int k = 0; ep && k < n; k++)
             rcoll_lanes_sum(&sum[k], &ep->qps[k].st);
     }
-    fprintf(f, "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers; "
-            "%llu sends, %llu zero-copy, %llu written in place\n", ctx->nqps,
-            ctx->devname, ctx->port, peers,
+    fprintf(f, "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers "
+            "(%d connected%s); %llu sends, %llu zero-copy, %llu written in "
+            "place\n", ctx->nqps, ctx->devname, ctx->port, peers, conn,
+            ctx->lazy ? ", on first use" : "",
             (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&ctx->n_zcopy,
                                                 __ATOMIC_RELAXED),
@@ -453,6 +473,20 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     }
 }
 
+/* The engine's turns: connections on first use start and time out here
+ * (ib_lazy.c), then the data path's own. */
+static int ib_ctx_progress(rcoll_tl_ctx_t *ctx)
+{
+    ib_lazy_tick(ctx);
+    return ib_progress(ctx);
+}
+
+static int ib_ctx_idle(rcoll_tl_ctx_t *ctx)
+{
+    ib_lazy_tick(ctx);
+    return ib_idle(ctx);
+}
+
 const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .name = "ib",
     .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
@@ -469,8 +503,8 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .recv_place = ib_recv_place,
     .recv_unplace = ib_recv_unplace,
     .send_revoke = ib_send_revoke,
-    .progress = ib_progress,
-    .idle = ib_idle,
+    .progress = ib_ctx_progress,
+    .idle = ib_ctx_idle,
     .ctx_destroy = ib_ctx_destroy,
     .fail_notify = ib_fail_notify,
     .mem_reg = ib_mem_reg,

@@ -194,12 +194,13 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
 {
     uint32_t gidx = (uint32_t)(wc->wr_id >> 32);
     int kind = (int)(wc->wr_id & 15);
-    int idx = (int)((wc->wr_id >> 4) & 0xfffffff);
+    int idx = WRID_IDX(wc->wr_id);
     if (gidx >= (uint32_t)ctx->nq)
         return;
     ib_qp_t *q = ctx->qps[gidx];
-    if (!q->qp || wc->qp_num != q->qp->qp_num)
-        return; /* a QP of a connection attempt redone */
+    if (!q->qp || wc->qp_num != q->qp->qp_num ||
+        WRID_GEN(wc->wr_id) != (q->gen & 0xffu))
+        return; /* a QP of a connection attempt dropped (ib_cm_drop) */
     q->cq_out--;
     ctx->cq_used--;
     if (kind != WR_RECV)
@@ -208,6 +209,9 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         ib_tx_completed(q);
     if (wc->status != IBV_WC_SUCCESS) {
         char why[256];
+        if (ctx->lazy && !q->up)
+            return; /* an attempt that failed (flushed when refused): its
+                       cm event says what happens next (ib_lazy.c) */
         if (wc->status == IBV_WC_WR_FLUSH_ERR)
             snprintf(why, sizeof(why), "the connection closed without "
                      "goodbye (process died or was killed?)");
@@ -477,6 +481,10 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_REMOTE,
                                 "rank %d already destroyed the communicator",
                                 ep->peer);
+    if (!ib_qp_ready(ctx, q)) { /* lazy: not connected yet */
+        ib_lazy_want(ep);
+        return RCOLL_INPROGRESS;
+    }
     if (hdr->len > ctx->p.chunk_size)
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "ib: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
@@ -600,6 +608,10 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
         ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
         return 0;
+    if (!ib_qp_ready(ctx, &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps])) {
+        ib_lazy_want(ep); /* the notice needs the connection */
+        return 0;
+    }
     void *mrh;
     rcoll_rcache_entry_t *rent =
         rcoll_rcache_get(ctx->rcache, pl->dst, pl->bytes, &mrh);

@@ -3,6 +3,7 @@
  * the GID the oob mode uses, opening a context's device, and rcoll-info's
  * description. */
 #include "transport/ib/ib.h"
+#include "topo/topo.h"
 
 /* RCOLL_IB_HCA: "mlx5,erdma" (prefixes), "=mlx5_0" (exact names), "^siw"
  * (excluded prefixes); empty allows every device. */
@@ -98,69 +99,231 @@ const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v)
     return ll == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
 }
 
+/* A usable device port (allowed, active) found through one of its IPv4
+ * addresses, with the rdma_cm id bound to it. */
+typedef struct {
+    struct rdma_cm_id *id;
+    struct sockaddr_in a;
+    uint32_t mask;            /* the address's netmask (network order) */
+    char dev[64];
+    uint8_t port;
+} ib_cand_t;
+#define IB_MAX_CAND 64
+
+/* Binds an id to address a: NULL and *why when its device cannot serve. */
+static struct rdma_cm_id *ib_try_addr(struct rcoll_tl_ctx *ctx,
+                                      struct sockaddr_in *a, const char **why)
+{
+    struct rdma_cm_id *id;
+    *why = NULL;
+    if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0) {
+        *why = "rdma_create_id failed";
+        return NULL;
+    }
+    if (rdma_bind_addr(id, (struct sockaddr *)a) != 0 || !id->verbs)
+        *why = "no RDMA device";
+    else if (!ib_device_allowed(ibv_get_device_name(id->verbs->device)))
+        *why = "device excluded by RCOLL_IB_HCA";
+    else {
+        struct ibv_port_attr pa;
+        if (ibv_query_port(id->verbs, id->port_num, &pa) != 0 ||
+            pa.state != IBV_PORT_ACTIVE)
+            *why = "port not active";
+    }
+    if (*why) {
+        rdma_destroy_id(id);
+        return NULL;
+    }
+    return id;
+}
+
+/* This rank's place among the communicator's ranks on its host */
+static void ib_local_rank(const struct rcoll_tl_ctx *ctx, int *local,
+                          int *nlocal)
+{
+    const rcoll_boot_peer_t *pe = ctx->p.bs->peers;
+    uint64_t me = pe[ctx->p.rank].host_hash;
+    *local = *nlocal = 0;
+    for (int r = 0; r < ctx->p.nranks; r++)
+        if (pe[r].host_hash == me) {
+            *local += r < ctx->p.rank;
+            (*nlocal)++;
+        }
+}
+
+/* The host's topology, read once per process (hwloc's discovery costs
+ * milliseconds; a job makes several communicators); NULL if none. */
+static rcoll_topo_t *ib_topo;
+static pthread_once_t ib_topo_once = PTHREAD_ONCE_INIT;
+static void ib_topo_read(void)
+{
+    const char *src;
+    char err[256];
+    if (rcoll_topo_read(&ib_topo, &src, err, sizeof(err)) != RCOLL_OK)
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: no topology for the device "
+                    "choice (%s)", err);
+}
+
+/* 1 if every candidate's address is in one subnet (so a rank on any of
+ * them reaches the peers on all the others as it reaches its own) */
+static int ib_one_subnet(const ib_cand_t *c, int nc)
+{
+    for (int i = 1; i < nc; i++)
+        if (c[i].mask != c[0].mask ||
+            ((c[i].a.sin_addr.s_addr ^ c[0].a.sin_addr.s_addr) & c[0].mask))
+            return 0;
+    return 1;
+}
+
+/* Which of the nc usable device ports (found in address order, the
+ * bootstrap address's first) this rank takes: the first with one, with
+ * RCOLL_IB_NIC=boot, or with auto when they span several subnets (a rank
+ * on one may not reach a peer on another); spread (and auto on one
+ * subnet) shares the host's ranks out over them in name order
+ * (rcoll_topo_rank_nic, with the topology when one can be read). */
+static int ib_choose_device(struct rcoll_tl_ctx *ctx, const ib_cand_t *c,
+                            int nc, const char **how)
+{
+    const char *mode = rcoll_config.ib_nic ? rcoll_config.ib_nic : "auto";
+    *how = "the only usable device";
+    if (nc <= 1)
+        return 0;
+    if (!strcmp(mode, "boot") ||
+        (!strcmp(mode, "auto") && !ib_one_subnet(c, nc))) {
+        *how = !strcmp(mode, "boot") ? "RCOLL_IB_NIC=boot"
+                                     : "devices in several subnets: the "
+                                       "bootstrap's (RCOLL_IB_NIC=spread "
+                                       "spreads ranks if they reach each "
+                                       "other)";
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %d devices: %s (%s)",
+                   ctx->p.rank, nc, c[0].dev, *how);
+        return 0;
+    }
+    const char *names[IB_MAX_CAND];
+    int order[IB_MAX_CAND];
+    for (int i = 0; i < nc; i++) { /* by name and port: alike on every rank */
+        int j = i;
+        while (j > 0 && (strcmp(c[order[j - 1]].dev, c[i].dev) > 0 ||
+                         (!strcmp(c[order[j - 1]].dev, c[i].dev) &&
+                          c[order[j - 1]].port > c[i].port))) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (int i = 0; i < nc; i++)
+        names[i] = c[order[i]].dev;
+    int local, nlocal;
+    ib_local_rank(ctx, &local, &nlocal);
+    pthread_once(&ib_topo_once, ib_topo_read);
+    int k = rcoll_topo_rank_nic(ib_topo, local, nlocal, names, nc, how);
+    rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: rank %d of %d on its host, "
+               "%d devices: %s port %u (%s)", ctx->p.rank, local, nlocal, nc,
+               names[k], c[order[k]].port, *how);
+    return order[k];
+}
+
+/* The host's up IPv4 addresses other than loopback, the bootstrap's first
+ * (cand[], with their netmasks); how many. */
+static int ib_addresses(struct rcoll_tl_ctx *ctx, struct sockaddr_in *cand,
+                        uint32_t *mask)
+{
+    const rcoll_sockaddr_t *boot = &ctx->p.bs->peers[ctx->p.rank].boot_addr;
+    int nc = 0;
+    if (boot->sa.sa_family == AF_INET) {
+        cand[nc] = boot->sin;
+        mask[nc++] = 0xffffffffu;
+    }
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        return nc;
+    for (struct ifaddrs *i = ifa; i && nc < IB_MAX_CAND; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+            !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
+        uint32_t m = i->ifa_netmask ? ((const struct sockaddr_in *)
+                                       i->ifa_netmask)->sin_addr.s_addr
+                                    : 0xffffffffu;
+        if (nc > 0 && boot->sa.sa_family == AF_INET &&
+            a->sin_addr.s_addr == cand[0].sin_addr.s_addr) {
+            mask[0] = m; /* the bootstrap's, already first */
+            continue;
+        }
+        cand[nc] = *a;
+        mask[nc++] = m;
+    }
+    freeifaddrs(ifa);
+    return nc;
+}
+
 /* Binds the listening id to an IPv4 address of an allowed device with an
- * active port: the bootstrap's address first, then every other one. */
+ * active port, on the device ib_choose_device gives this rank (the first
+ * address found of each device port stands for it). */
 static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
 {
-    struct sockaddr_in cand[64];
-    int nc = 0;
-    const rcoll_sockaddr_t *boot = &ctx->p.bs->peers[ctx->p.rank].boot_addr;
+    struct sockaddr_in cand[IB_MAX_CAND];
+    uint32_t mask[IB_MAX_CAND];
+    ib_cand_t dev[IB_MAX_CAND];
+    int nd = 0;
+    const char *mode = rcoll_config.ib_nic;
     char tried[512] = "";
     size_t toff = 0;
-    if (boot->sa.sa_family == AF_INET)
-        cand[nc++] = boot->sin;
-    struct ifaddrs *ifa = NULL;
-    if (getifaddrs(&ifa) == 0) {
-        for (struct ifaddrs *i = ifa; i && nc < 64; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-                (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK))
-                cand[nc++] = *(struct sockaddr_in *)i->ifa_addr;
-        freeifaddrs(ifa);
-    }
+    if (mode && strcmp(mode, "auto") != 0 && strcmp(mode, "boot") != 0 &&
+        strcmp(mode, "spread") != 0)
+        return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
+                                "ib: RCOLL_IB_NIC=\"%s\": expected auto, "
+                                "spread or boot", mode);
+    int nc = ib_addresses(ctx, cand, mask);
     for (int i = 0; i < nc; i++) {
         struct sockaddr_in a = cand[i];
         char s[INET_ADDRSTRLEN];
+        const char *why;
         a.sin_port = 0;
         inet_ntop(AF_INET, &a.sin_addr, s, sizeof(s));
-        if (i > 0 && cand[0].sin_addr.s_addr == a.sin_addr.s_addr)
-            continue;
-        struct rdma_cm_id *id;
-        if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
-            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_create_id: %s",
-                                    strerror(errno));
-        const char *why = NULL;
-        if (rdma_bind_addr(id, (struct sockaddr *)&a) != 0 || !id->verbs)
-            why = "no RDMA device";
-        else if (!ib_device_allowed(ibv_get_device_name(id->verbs->device)))
-            why = "device excluded by RCOLL_IB_HCA";
-        else {
-            struct ibv_port_attr pa;
-            if (ibv_query_port(id->verbs, id->port_num, &pa) != 0 ||
-                pa.state != IBV_PORT_ACTIVE)
-                why = "port not active";
-        }
-        if (why) {
+        struct rdma_cm_id *id = ib_try_addr(ctx, &a, &why);
+        if (!id) {
             toff += (size_t)snprintf(tried + toff, sizeof(tried) - RCOLL_MIN(toff, sizeof(tried)),
                                      "%s%s: %s", toff ? "; " : "", s, why);
             if (toff >= sizeof(tried))
                 toff = sizeof(tried) - 1;
+            continue;
+        }
+        const char *name = ibv_get_device_name(id->verbs->device);
+        int seen = 0;
+        for (int d = 0; d < nd; d++)
+            seen |= !strcmp(dev[d].dev, name) && dev[d].port == id->port_num;
+        if (seen) {
             rdma_destroy_id(id);
             continue;
         }
-        ctx->listen_id = id;
-        ctx->verbs = id->verbs;
-        ctx->port = id->port_num;
-        ctx->addr = a;
-        snprintf(ctx->devname, sizeof(ctx->devname), "%s",
-                 ibv_get_device_name(id->verbs->device));
-        snprintf(ctx->addr_str, sizeof(ctx->addr_str), "%s", s);
-        return RCOLL_OK;
+        dev[nd].id = id;
+        dev[nd].a = a;
+        dev[nd].mask = mask[i];
+        dev[nd].port = id->port_num;
+        snprintf(dev[nd].dev, sizeof(dev[nd].dev), "%s", name);
+        nd++;
     }
-    return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
-                            "ib: rank %d found no IPv4 address on a usable "
-                            "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
-                            "the transport with RCOLL_TRANSPORTS=^ib",
-                            ctx->p.rank, tried[0] ? tried : "no addresses");
+    if (nd == 0)
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                                "ib: rank %d found no IPv4 address on a usable "
+                                "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
+                                "the transport with RCOLL_TRANSPORTS=^ib",
+                                ctx->p.rank, tried[0] ? tried : "no addresses");
+    const char *how;
+    int k = ib_choose_device(ctx, dev, nd, &how);
+    for (int d = 0; d < nd; d++)
+        if (d != k)
+            rdma_destroy_id(dev[d].id);
+    struct rdma_cm_id *id = dev[k].id;
+    ctx->listen_id = id;
+    ctx->verbs = id->verbs;
+    ctx->port = id->port_num;
+    ctx->addr = dev[k].a;
+    snprintf(ctx->devname, sizeof(ctx->devname), "%s", dev[k].dev);
+    inet_ntop(AF_INET, &ctx->addr.sin_addr, ctx->addr_str,
+              sizeof(ctx->addr_str));
+    return RCOLL_OK;
 }
 
 /* The GID the oob mode uses on this port: RCOLL_IB_GID_INDEX, else the

@@ -177,7 +177,7 @@ void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 
 /* ---- setup ---- */
 
-rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+static rcoll_status_t ib_qp_alloc_all(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
     if (posix_memalign((void **)&q->rx, 4096, ctx->ring_bytes) ||
         posix_memalign((void **)&q->tx, 4096, ctx->ring_bytes) ||
@@ -199,4 +199,36 @@ rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
                               IBV_ACCESS_LOCAL_WRITE, "receive words")))
         return RCOLL_ERR_NO_MEMORY;
     return RCOLL_OK;
+}
+
+void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    if (q->rx_mr)
+        ibv_dereg_mr(q->rx_mr);
+    if (q->tx_mr)
+        ibv_dereg_mr(q->tx_mr);
+    if (q->rbuf_mr)
+        ibv_dereg_mr(q->rbuf_mr);
+    free(q->rx);
+    free(q->tx);
+    free(q->rbuf);
+    free(q->tx_cookie);
+    for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
+        rcoll_rcache_put(ctx->rcache, q->tx_rent[k]);
+    free(q->tx_rent);
+    free(q->rx_flag);
+    q->rx_mr = q->tx_mr = q->rbuf_mr = NULL;
+    q->rx = q->tx = NULL;
+    q->rbuf = NULL;
+    q->tx_cookie = NULL;
+    q->tx_rent = NULL;
+    q->rx_flag = NULL;
+}
+
+rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    rcoll_status_t st = ib_qp_alloc_all(ctx, q);
+    if (st != RCOLL_OK) /* all or nothing: a later attempt starts afresh */
+        ib_qp_unalloc(ctx, q);
+    return st;
 }

@@ -1,0 +1,183 @@
+/* The verbs transport's connections on first use (RCOLL_IB_CONNECT=lazy;
+ * ib.h). At init every rank only listens and learns the others' listening
+ * addresses; a peer's queue pairs, with their registered rings, are made
+ * when a message first goes to it (ib_send marks the peer, ib_lazy_tick
+ * starts the attempt) or when the peer's connection request arrives. So a
+ * rank holds registered memory and queue pairs only for the peers it talks
+ * to: a ring's neighbours, a tree's parent and children, not all n - 1.
+ *
+ * Two ranks may start the same queue pair at once; the lower rank's
+ * attempt is kept (ib_cm_connect_request): the lower rejects the higher's
+ * request while its own is under way, the higher drops its own and
+ * accepts. A higher rank whose attempt was refused waits IB_AWAIT_S for
+ * the lower one's to arrive before it tries again. A lower rank refused
+ * by a higher one, an unreachable peer, or no connection within
+ * RCOLL_TIMEOUT fails the peer by name. On iWARP the acceptor waits for
+ * the initiator's greeting before it sends (ib_qp_ready). */
+#include "transport/ib/ib.h"
+
+/* After a lower-ranked peer refused our attempt (its own is under way),
+ * how long its request may take to come before ours tries again. */
+#define IB_AWAIT_S 5.0
+
+/* Starts q's attempt: its ring (on first use), then rdma_cm's address
+ * resolution; the events do the rest. An error fails the peer. */
+static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    rcoll_status_t st = RCOLL_OK;
+    if (!q->rx)
+        st = ib_qp_alloc(ctx, q);
+    if (st == RCOLL_OK) {
+        q->active = 1;
+        q->cm_tries = 0;
+        st = ib_cm_start(ctx, q, ctx->addrs);
+    }
+    if (st != RCOLL_OK) {
+        if (q->id) {
+            rdma_destroy_id(q->id);
+            q->id = NULL;
+        }
+        ib_ep_fail(q->ep, "connecting on first use: %s", rcoll_last_error());
+    }
+}
+
+void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
+{
+    if (ctx->npend == 0 || ctx->closing)
+        return;
+    double now = rcoll_time_sec();
+    char ps[128];
+    for (int i = 0; i < ctx->npend;) {
+        ib_ep_t *ep = ctx->pend[i];
+        int ready = 0;
+        for (int k = 0; k < ctx->nqps && !ep->failed; k++) {
+            ib_qp_t *q = &ep->qps[k];
+            if (ib_qp_ready(ctx, q))
+                ready++;
+            else if (!q->id && !q->up && !q->ended && now >= q->await)
+                lazy_start(ctx, q);
+        }
+        if (!ep->failed && ready < ctx->nqps && now > ep->conn_deadline)
+            ib_ep_fail(ep, "no connection to %s within RCOLL_TIMEOUT (%g s): "
+                       "%d of %d queue pairs ready", ib_peer_str(ctx,
+                       ep->peer, ps, sizeof(ps)), ctx->p.timeout, ready,
+                       ctx->nqps);
+        if (ep->failed || ready == ctx->nqps) {
+            ep->pending = 0;
+            ctx->pend[i] = ctx->pend[--ctx->npend];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Our attempt on q was refused. By a lower rank: its own attempt is
+ * under way (ib_cm_connect_request), so wait for it; by a higher one,
+ * which accepts every request of ours it can: it is gone. */
+static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    char ps[128];
+    ib_ep_t *ep = q->ep;
+    ib_cm_drop(ctx, q);
+    if (ep->peer < ctx->p.rank) {
+        rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s refused our attempt "
+                    "on queue pair %d: its own is under way", ctx->p.rank,
+                    ib_peer_str(ctx, ep->peer, ps, sizeof(ps)), q->idx);
+        q->await = rcoll_time_sec() + IB_AWAIT_S;
+        return;
+    }
+    ib_ep_fail(ep, "%s refused the connection: it destroyed the "
+               "communicator or died",
+               ib_peer_str(ctx, ep->peer, ps, sizeof(ps)));
+}
+
+/* One cm event of an attempt (ours or the peer's) on q; *redo: the local
+ * port collided, start again; *refused: the peer refused it (both once
+ * the event is acked: an id is destroyed only when its events are). */
+static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
+                      ib_qp_t *q, ib_qp_t **redo, ib_qp_t **refused)
+{
+    char ps[128];
+    rcoll_status_t st = RCOLL_OK;
+    switch (ev->event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+        if (rdma_resolve_route(ev->id, 5000) != 0)
+            st = rcoll__set_error(RCOLL_ERR_SYSTEM, "resolving the route to "
+                                  "%s: %s", ib_peer_str(ctx, q->ep->peer, ps,
+                                  sizeof(ps)), strerror(errno));
+        break;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        st = ib_cm_route_resolved(ctx, q, ev->id, redo);
+        break;
+    case RDMA_CM_EVENT_ESTABLISHED:
+        if (q->active)
+            st = ib_cm_established(ctx, q, ev);
+        if (st == RCOLL_OK)
+            q->up = 1;
+        break;
+    case RDMA_CM_EVENT_REJECTED:
+        *refused = q;
+        return;
+    case RDMA_CM_EVENT_DISCONNECTED:
+        if (!q->up) { /* an attempt cut off before it was up: refused */
+            *refused = q;
+            return;
+        }
+        /* fall through */
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        ib_poll(ctx); /* what arrived before it counts */
+        ib_qp_ended(q, ev->event == RDMA_CM_EVENT_DISCONNECTED
+                           ? "disconnected without goodbye (process died "
+                             "or was killed?)"
+                           : "the RDMA device was removed");
+        return;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+        return;
+    default:
+        st = rcoll__set_error(RCOLL_ERR_REMOTE, "connecting to %s: %s "
+                              "(status %d)", ib_peer_str(ctx, q->ep->peer, ps,
+                              sizeof(ps)), rdma_event_str(ev->event),
+                              ev->status);
+    }
+    if (st != RCOLL_OK && !q->ep->failed)
+        ib_ep_fail(q->ep, "%s", rcoll_last_error());
+}
+
+void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
+{
+    struct rcoll_tl_ctx *ctx =
+        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx, ech_h));
+    struct rdma_cm_event *ev;
+    (void)events;
+    while (rdma_get_cm_event(ctx->ech, &ev) == 0) {
+        struct rdma_cm_id *id = ev->id;
+        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            int gone = 0, from = -1;
+            rcoll_status_t st = ib_cm_connect_request(ctx, ev, &gone, &from);
+            if (!gone)
+                rdma_ack_cm_event(ev);
+            if (st != RCOLL_OK && from >= 0 && !ctx->eps[from]->failed)
+                ib_ep_fail(ctx->eps[from], "accepting its connection: %s",
+                           rcoll_last_error());
+            continue;
+        }
+        ib_qp_t *q = id ? id->context : NULL;
+        if (!q || id == ctx->listen_id || q->id != id || ctx->closing) {
+            rdma_ack_cm_event(ev); /* an attempt dropped meanwhile */
+            continue;
+        }
+        ib_qp_t *redo = NULL, *refused = NULL;
+        lazy_step(ctx, ev, q, &redo, &refused);
+        rdma_ack_cm_event(ev);
+        if (refused)
+            lazy_refused(ctx, refused);
+        if (redo && !redo->ep->failed) { /* its events are acked */
+            ib_cm_drop(ctx, redo);
+            redo->active = 1;
+            redo->cm_tries++;
+            if (ib_cm_start(ctx, redo, ctx->addrs) != RCOLL_OK)
+                ib_ep_fail(redo->ep, "connecting on first use: %s",
+                           rcoll_last_error());
+        }
+    }
+}
