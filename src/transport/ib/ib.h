@@ -131,6 +131,8 @@ typedef struct {
     int heard;                /* a message from the peer arrived on it */
     int cm_tries;             /* connection attempts redone (cm, active) */
     unsigned gen;             /* QPs dropped before this one (WRID) */
+    int early_err;            /* lazy: the first error completion before
+                                 the connection was up (ibv_wc_status) */
     double await;             /* lazy: the lower-ranked peer refused our
                                  attempt (its own is under way): none of
                                  ours before then */

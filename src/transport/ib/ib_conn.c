@@ -231,6 +231,8 @@ void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     q->qp = NULL;
     q->active = 0;
     q->gen++;
+    q->early_err = 0;
+    q->fatal[0] = '\0'; /* an asynchronous event of the QP gone */
 }
 
 /* CONNECT_REQUEST (passive side): a lower rank's QP (lazy: any rank's),
@@ -293,8 +295,10 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
         st = ib_qp_create(ctx, nq, id);
     if (st == RCOLL_OK)
         st = ib_qp_post_recvs(nq);
-    if (st != RCOLL_OK)
+    if (st != RCOLL_OK) {
+        rdma_reject(id, NULL, 0); /* the peer hears now, not at its timeout */
         return st;
+    }
     ib_conn_data_fill(ctx, nq, &d);
     d.imm = (uint32_t)nq->imm; /* the decision, for the other end */
     conn_data_seal(ctx, &d);

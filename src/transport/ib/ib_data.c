@@ -209,9 +209,14 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         ib_tx_completed(q);
     if (wc->status != IBV_WC_SUCCESS) {
         char why[256];
-        if (ctx->lazy && !q->up)
-            return; /* an attempt that failed (flushed when refused): its
-                       cm event says what happens next (ib_lazy.c) */
+        if (ctx->lazy && !q->up) {
+            /* an attempt that failed (flushed when refused): its cm event
+             * says what happens next; one that gets up after all ends
+             * with this (ib_lazy.c) */
+            if (!q->early_err)
+                q->early_err = (int)wc->status;
+            return;
+        }
         if (wc->status == IBV_WC_WR_FLUSH_ERR)
             snprintf(why, sizeof(why), "the connection closed without "
                      "goodbye (process died or was killed?)");

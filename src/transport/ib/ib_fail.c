@@ -143,7 +143,9 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
          * raise this event before we have polled its last messages */
         for (int i = 0; i < ctx->nq; i++) {
             ib_qp_t *q = ctx->qps[i];
-            if (q->qp && (const void *)q->qp == e->obj && !q->ended) {
+            /* (lazy: an attempt not up yet is its cm event's business) */
+            if (q->qp && (const void *)q->qp == e->obj && !q->ended &&
+                (q->up || !ctx->lazy)) {
                 snprintf(q->fatal, sizeof(q->fatal), "device %s port %d: "
                          "queue pair %d failed (asynchronous event %s)",
                          ctx->devname, ctx->port, q->idx, name);

@@ -78,6 +78,7 @@ static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
     char ps[128];
     ib_ep_t *ep = q->ep;
+    ib_poll(ctx); /* its flushed requests leave the CQ before it goes */
     ib_cm_drop(ctx, q);
     if (ep->peer < ctx->p.rank) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s refused our attempt "
@@ -114,6 +115,13 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
             st = ib_cm_established(ctx, q, ev);
         if (st == RCOLL_OK)
             q->up = 1;
+        if (st == RCOLL_OK && q->early_err) { /* failed before it was up */
+            char why[128];
+            snprintf(why, sizeof(why), "a work request failed while "
+                     "connecting: %s",
+                     ibv_wc_status_str((enum ibv_wc_status)q->early_err));
+            ib_qp_ended(q, why);
+        }
         break;
     case RDMA_CM_EVENT_REJECTED:
         *refused = q;
@@ -134,6 +142,8 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
         return;
     default:
+        if (q->up) /* (ADDR_CHANGE and the like: as at init, ignored) */
+            return;
         st = rcoll__set_error(RCOLL_ERR_REMOTE, "connecting to %s: %s "
                               "(status %d)", ib_peer_str(ctx, q->ep->peer, ps,
                               sizeof(ps)), rdma_event_str(ev->event),
