@@ -15,6 +15,7 @@
 #include "../../src/transport/ib/ib_fail.c"
 #include "../../src/transport/ib/ib_dev.c"
 #include "../../src/transport/ib/ib_conn.c"
+#include "../../src/transport/ib/ib_lazy.c"
 #include "../../src/transport/ib/ib_ctx.c"
 #include "fuzz_common.h"
 

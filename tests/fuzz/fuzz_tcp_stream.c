@@ -6,6 +6,7 @@
  * out-of-bounds access, more messages than slots or small payloads past
  * the ring. */
 #include "../../src/transport/tcp/tcp_data.c"
+#include "../../src/transport/tcp/tcp_sock.c"
 #include "../../src/transport/tcp/tcp_ctx.c"
 #include "../../src/transport/tcp/tcp_rails.c"
 #include "../../src/transport/tcp/tcp_lazy.c"

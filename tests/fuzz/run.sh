@@ -23,7 +23,8 @@ done
 CORE="$S/src/util/log.c $S/src/util/misc.c $S/src/util/params.c
       $S/src/util/sock.c $S/src/util/status.c $S/src/bootstrap/bootstrap.c $S/src/bootstrap/boot_join.c
       $S/src/bootstrap/boot_root.c
-      $S/src/topo/topo.c $S/src/topo/topo_query.c $S/src/core/diag_msg.c
+      $S/src/topo/topo.c $S/src/topo/topo_query.c $S/src/topo/detect.c
+      $S/src/core/diag_msg.c
       $S/src/proto/rcache.c $S/src/proto/memmon.c $S/src/proto/lanes.c
       $S/src/util/dl.c"
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$O/probe.c"
