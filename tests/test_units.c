@@ -6,6 +6,7 @@
 #include "coll/sched.h"
 #include "core/core.h"
 #include "util/params.h"
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,84 @@ static void test_blocks(void)
 /* Every send in a schedule has a matching receive on the peer, with the
  * same bytes in the same per-pair order: the property that keeps the FIFO
  * connections consistent. Checked for every algorithm and team size. */
+/* The execution state (sched.c, sched_state_init through
+ * coll_sched_restart): each step's send and receive ordinal is the count
+ * of earlier transfers to / from the same peer, and the distinct peer
+ * counts are right; computed here by brute force. */
+static int step_moves(const coll_sched_t *s, int peer, size_t bytes,
+                      int always)
+{
+    return peer >= 0 && (bytes || always || s->kind == COLL_BARRIER);
+}
+
+static void check_sched_state(coll_sched_t *s, const coll_env_t *e,
+                              const char *name)
+{
+    if (coll_sched_restart(s, e) != RCOLL_OK) {
+        CHECK(0, "%s: state init", name);
+        return;
+    }
+    int ok = 1, nsp = 0, nrp = 0;
+    for (int k = 0; k < s->nsteps; k++) {
+        const coll_step_t *t = &s->steps[k];
+        int so = 0, ro = 0, snew = 1, rnew = 1;
+        for (int j = 0; j < k; j++) {
+            const coll_step_t *u = &s->steps[j];
+            if (step_moves(s, u->send_peer, u->send_bytes, u->send_always) &&
+                u->send_peer == t->send_peer)
+                so++, snew = 0;
+            if (step_moves(s, u->recv_peer, u->recv_bytes, u->recv_always) &&
+                u->recv_peer == t->recv_peer)
+                ro++, rnew = 0;
+        }
+        if (step_moves(s, t->send_peer, t->send_bytes, t->send_always)) {
+            ok &= s->ord[2 * k] == so;
+            nsp += snew;
+        }
+        if (step_moves(s, t->recv_peer, t->recv_bytes, t->recv_always)) {
+            ok &= s->ord[2 * k + 1] == ro;
+            nrp += rnew;
+        }
+    }
+    CHECK(ok && s->nspeers == nsp && s->nrpeers == nrp,
+          "%s rank %d of %d: ordinals and peer counts (%d/%d, %d/%d)", name,
+          e->rank, e->nranks, s->nspeers, nsp, s->nrpeers, nrp);
+}
+
+/* The state is O(steps), not O(ranks): a recursive-doubling all-reduce
+ * of 8 bytes at 16,384 ranks (14 steps) allocates well under 1 KiB. */
+static void test_sched_state_size(void)
+{
+    const coll_algo_t *a = NULL;
+    for (const coll_algo_t *x = coll_algos; x->name; x++)
+        if (x->kind == COLL_ALLREDUCE &&
+            !strcmp(x->name, "recursive_doubling"))
+            a = x;
+    CHECK(a != NULL, "allreduce:recursive_doubling is in the table");
+    if (!a)
+        return;
+    static float in[2], out[2];
+    coll_env_t e = {.rank = 5, .nranks = 16384, .chunk_size = 4096};
+    coll_sched_t s;
+    memset(&s, 0, sizeof(s));
+    s.kind = COLL_ALLREDUCE;
+    s.sendbuf = in;
+    s.recvbuf = out;
+    s.count = 2;
+    s.dt = RCOLL_FLOAT32;
+    s.op = RCOLL_SUM;
+    s.chunk = 4096;
+    s.md = &coll_md_host;
+    CHECK(a->build(&s, &e) == RCOLL_OK, "16k-rank build");
+    struct mallinfo2 m0 = mallinfo2();
+    check_sched_state(&s, &e, a->name);
+    struct mallinfo2 m1 = mallinfo2();
+    size_t grew = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+    CHECK(s.nsteps <= 16 && grew < 1024,
+          "16k ranks, %d steps: the state took %zu bytes", s.nsteps, grew);
+    coll_sched_free(&s);
+}
+
 static void test_schedule_pairing(void)
 {
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
@@ -209,6 +288,7 @@ static void test_schedule_pairing(void)
                     }
                     CHECK(a->build(&s[r], &e) == RCOLL_OK, "%s build",
                           a->name);
+                    check_sched_state(&s[r], &e, a->name);
                 }
                 /* for each ordered pair, the byte sequences must agree */
                 for (int x = 0; x < n; x++) {
@@ -667,6 +747,7 @@ int main(void)
     test_hex_and_id();
     test_blocks();
     test_schedule_pairing();
+    test_sched_state_size();
     test_algo_peers();
     printf("test_units: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

@@ -1008,7 +1008,7 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
         if (r == 0) {
             /* what all ranks' schedules and buffers will take */
             /* what its build allocated (steps, scratch), the state
-             * (4 ints a step, pmark: 1 a rank), the matching state's
+             * (6 ints a step, 3 a distinct peer), the matching state's
              * pages of 64 peers (2 peers a step at most), its buffers,
              * and what it may have in flight */
             double peers = distinct_peers(s);
@@ -1021,7 +1021,7 @@ static int verify_one(const coll_algo_t *a, int nr, size_t cnt, size_t chunk,
             if (fly > peers * cl.slots * (double)(chunk + 96))
                 fly = peers * cl.slots * (double)(chunk + 96);
             double per = (built > 0 ? built : 0) +
-                         (double)s->nsteps * 16 + (double)n * 4 +
+                         (double)s->nsteps * 24 + peers * 12 +
                          pages * 64 * 40 + (double)(il + ol + 2) * 8 +
                          sizeof(srank_t) + fly;
             if (per * n > (double)mem_limit) {

@@ -40,7 +40,7 @@ void coll_sched_free(coll_sched_t *s)
     if (s->steps != s->steps_small)
         free(s->steps);
     if (s->recv_done != s->state_small)
-        free(s->recv_done); /* ord, sent, pmark: in the same block */
+        free(s->recv_done); /* ord .. pmark: in the same block */
     free(s->v);
     free(s->scratch);
     free(s->bounce);
@@ -50,6 +50,7 @@ void coll_sched_free(coll_sched_t *s)
     s->recv_done = NULL;
     s->ord = NULL;
     s->sent = NULL;
+    s->spx = s->rpx = NULL;
     s->pmark = NULL;
     s->v = NULL;
     s->scratch = NULL;
@@ -98,6 +99,35 @@ static uint32_t sched_kind_word(const coll_sched_t *s)
     return (uint32_t)k | (uint32_t)s->dt << 8 | (uint32_t)s->op << 16;
 }
 
+/* Dense indices of the peers a schedule talks to (send or receive): an
+ * open-addressing table over the steps, so the state is O(steps), never
+ * O(ranks) (a tree's 8-byte all-reduce at 16k ranks touches ~14 peers).
+ * Returns the number of distinct peers; spx/rpx get each step's index
+ * (-1: no such transfer). */
+static int sched_peer_index(const coll_sched_t *s, int *spx, int *rpx,
+                            int *tab, size_t tsz)
+{
+    int np = 0;
+    memset(tab, 0, tsz * 2 * sizeof(int)); /* pairs: peer + 1, index */
+    for (int i = 0; i < s->nsteps; i++)
+        for (int dir = 0; dir < 2; dir++) {
+            int q = dir ? s->steps[i].recv_peer : s->steps[i].send_peer;
+            int *out = dir ? &rpx[i] : &spx[i];
+            *out = -1;
+            if (q < 0)
+                continue;
+            size_t h = ((size_t)q * 2654435761u) & (tsz - 1);
+            while (tab[2 * h] && tab[2 * h] != q + 1)
+                h = (h + 1) & (tsz - 1);
+            if (!tab[2 * h]) {
+                tab[2 * h] = q + 1;
+                tab[2 * h + 1] = np++;
+            }
+            *out = tab[2 * h + 1];
+        }
+    return np;
+}
+
 /* The execution state: chunks received per step, and each step's
  * transfer ordinals per peer (what the headers carry and are checked
  * against: the n-th transfer of an operation from A to B is the n-th that
@@ -105,29 +135,40 @@ static uint32_t sched_kind_word(const coll_sched_t *s)
 static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
 {
     int n = s->nsteps ? s->nsteps : 1;
-    int small[128], *cnt = small;
-    /* one block: recv_done (n), ord (2 n), sent (n), pmark (nranks) */
-    size_t len = 4 * (size_t)n + (size_t)e->nranks;
+    int small[2 * 64], *tab = small, *cnt;
+    size_t tsz = 4; /* >= 2 x the peers (2 a step at most) */
+    while (tsz < 4 * (size_t)n)
+        tsz *= 2;
+    if (tsz > sizeof(small) / sizeof(small[0]) / 2)
+        tab = malloc(tsz * 2 * sizeof(int));
+    /* one block: recv_done (n), ord (2 n), sent (n), spx (n), rpx (n),
+     * then per peer (2 n at most) pmark and the send and receive counts */
+    size_t len = 12 * (size_t)n;
     if (len <= sizeof(s->state_small) / sizeof(int)) {
         s->recv_done = s->state_small;
         memset(s->state_small, 0, sizeof(int) * len);
     } else {
         s->recv_done = calloc(len, sizeof(int));
     }
-    if (2 * e->nranks > 128)
-        cnt = calloc((size_t)e->nranks * 2, sizeof(int));
-    else
-        memset(small, 0, sizeof(int) * 2 * (size_t)e->nranks);
-    if (!s->recv_done || !cnt) {
-        if (cnt != small)
-            free(cnt);
+    if (!s->recv_done || !tab) {
+        if (tab != small)
+            free(tab);
+        if (s->recv_done != s->state_small)
+            free(s->recv_done);
+        s->recv_done = NULL;
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
                                 "memory for the schedule's state",
                                 e->rank, coll_kind_name(s->kind));
     }
     s->ord = s->recv_done + n;
     s->sent = s->ord + 2 * n;
-    s->pmark = s->sent + n;
+    s->spx = s->sent + n;
+    s->rpx = s->spx + n;
+    int np = sched_peer_index(s, s->spx, s->rpx, tab, tsz);
+    if (tab != small)
+        free(tab);
+    s->pmark = s->rpx + n;
+    cnt = s->pmark + np; /* per peer: sends, receives (zeroed above) */
     s->pass = 0;
     s->in_order = 0;
     s->nspeers = s->nrpeers = 0;
@@ -135,16 +176,14 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
         const coll_step_t *t = &s->steps[i];
         s->in_order |= t->pre_send != NULL;
         if (send_nch(s, t) > 0) {
-            s->nspeers += !cnt[2 * t->send_peer];
-            s->ord[2 * i] = cnt[2 * t->send_peer]++;
+            s->nspeers += !cnt[2 * s->spx[i]];
+            s->ord[2 * i] = cnt[2 * s->spx[i]]++;
         }
         if (recv_nch(s, t) > 0) {
-            s->nrpeers += !cnt[2 * t->recv_peer + 1];
-            s->ord[2 * i + 1] = cnt[2 * t->recv_peer + 1]++;
+            s->nrpeers += !cnt[2 * s->rpx[i] + 1];
+            s->ord[2 * i + 1] = cnt[2 * s->rpx[i] + 1]++;
         }
     }
-    if (cnt != small)
-        free(cnt);
     return RCOLL_OK;
 }
 
@@ -529,17 +568,17 @@ static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
 {
     int pass = (int)++s->pass, marked = 1;
-    s->pmark[s->steps[s->r_step].recv_peer] = pass;
+    s->pmark[s->rpx[s->r_step]] = pass;
     /* once every peer is marked the rest of the steps would all be passed
      * over (a ring's are all from one peer: O(1) instead of O(steps)) */
     for (int i = s->r_step + 1; i < s->nsteps && marked < s->nrpeers; i++) {
         coll_step_t *t = &s->steps[i];
         int q = t->recv_peer, nch = recv_nch(s, t);
-        if (q < 0 || s->recv_done[i] >= nch || s->pmark[q] == pass)
+        if (q < 0 || s->recv_done[i] >= nch || s->pmark[s->rpx[i]] == pass)
             continue;
         if (!(t->recv_mode == RECV_COPY && t->recv_place) &&
             t->recv_mode != RECV_DISCARD) {
-            s->pmark[q] = pass;
+            s->pmark[s->rpx[i]] = pass;
             marked++;
             continue;
         }
@@ -550,7 +589,7 @@ static rcoll_status_t recv_ahead(coll_sched_t *s, const coll_env_t *e,
         if (s->recv_done[i] < nch) {
             if (st != RCOLL_INPROGRESS)
                 return st;
-            s->pmark[q] = pass;
+            s->pmark[s->rpx[i]] = pass;
             marked++;
         } else {
             step_unplace(s, e, i);
@@ -704,7 +743,7 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
         int total = send_nch(s, t);
         if (s->sent[i] >= total)
             continue;
-        if (s->pmark[t->send_peer] == pass)
+        if (s->pmark[s->spx[i]] == pass)
             continue;
         int credits = 0;
         rcoll_status_t st = send_step(s, e, i, moved, &credits);
@@ -714,7 +753,7 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
             /* (passed only once all it depends on has arrived) */
             if (s->in_order || !credits || send_blocked(s, t, total - 1))
                 break;
-            s->pmark[t->send_peer] = pass;
+            s->pmark[s->spx[i]] = pass;
             marked++;
         }
     }

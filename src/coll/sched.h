@@ -247,8 +247,11 @@ typedef struct coll_sched {
                                next chunk */
     int *recv_done;         /* per step: chunks received */
     int *sent;              /* per step: chunks sent */
-    int *pmark;             /* per peer: the pass that marked it (a step
-                               to or from it is behind: later ones wait) */
+    int *spx, *rpx;         /* per step: its send's and its receive's
+                               peer as a dense index (sched_peer_index) */
+    int *pmark;             /* per peer index: the pass that marked it (a
+                               step to or from it is behind: later ones
+                               wait) */
     int nspeers, nrpeers;   /* distinct peers it sends to, receives from
                                (a pass ends once it has marked them all) */
     unsigned pass;          /* sched_send / recv_ahead passes */
@@ -257,8 +260,7 @@ typedef struct coll_sched {
     int *ord;               /* per step: the send's and the receive's
                                ordinal among this operation's transfers
                                to / from that peer (2 per step) */
-    int state_small[4 * 8 + 16]; /* recv_done, ord and sent of up to 8
-                               steps, pmark of up to 16 ranks (no
+    int state_small[12 * 8]; /* the state of up to 8 steps (no
                                allocation for small collectives) */
 #define COLL_SCHED_SMALL_STEPS 4
     coll_step_t steps_small[COLL_SCHED_SMALL_STEPS]; /* steps, while they
