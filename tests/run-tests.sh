@@ -143,6 +143,8 @@ done
 # the sanitizer jobs run this one too (tests/test_tcp_lazy.sh has the rest)
 t "p2p: exchanges, tags, groups, overlap, lazy tcp, 3 ranks" 300 env RCOLL_TRANSPORTS=tcp \
     RCOLL_TCP_CONNECT=lazy "$RUN" -n 3 "$B/tests/test_p2p" -L 2
+t "fail: gone, lazy tcp (a send to a rank that destroyed its communicator fails at once, naming it)" 60 \
+    env RCOLL_TRANSPORTS=tcp RCOLL_TCP_CONNECT=lazy "$B/tests/test_fail" gone
 t "p2p: tcp receives in place (every large receive's bytes land in the destination)" 120 \
     sh "$S/tests/test_tcp_inplace.sh" "$B"
 t "rcoll-info -p: a running job's lanes and counters, exact over shm and tcp" 240 \

@@ -53,6 +53,14 @@
  *             engine reads no socket after a failure at all, so this
  *             passes even without coll_sched_unplace (which keeps it so
  *             if that changes); it pins the behaviour, not that call.
+ *   gone      rank 0 sends to rank 1, then destroys its communicator
+ *             (which waits for rank 1's, 2.5 s later); meanwhile rank 2
+ *             sends rank 0 8 bytes: the send fails naming rank 0 within
+ *             3 s, not after a retry or at RCOLL_TIMEOUT (lazy ib: a lower
+ *             rank's refusal was taken for a tie and retried after 5 s). Run with
+ *             connections on first use (tcp and ib): an eager send into
+ *             a connection made at init, or an shm ring, may complete
+ *             locally, as MPI's eager sends do.
  *   unplace_nomem  inplace with RCOLL_FAULT=tcp_unplace_nomem: ending the
  *             failed receive in place finds no memory for what landed, so
  *             the transport fails the peer from inside that call; the
@@ -167,6 +175,29 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
                 printf("rank 0: %s\n", rcoll_last_error());
         } else if (rank == 1) {
             usleep(8000 * 1000); /* alive, silent */
+        }
+        rcoll_comm_destroy(c);
+        return ok ? 0 : 2;
+    }
+    if (!strcmp(scn, "gone")) {
+        int ok = 1;
+        char b[8] = {0};
+        if (rank <= 1) { /* 0 and 1 connect: 0's destroy waits for 1's */
+            st = rank == 0 ? rcoll_send(b, sizeof(b), RCOLL_UINT8, 1, c, NULL)
+                           : rcoll_recv(b, sizeof(b), RCOLL_UINT8, 0, c, NULL);
+            ok = st == RCOLL_OK;
+            if (rank == 1)
+                usleep(2500 * 1000);
+        } else if (rank == 2) {
+            usleep(500 * 1000); /* rank 0 is destroying its communicator */
+            double t0 = now();
+            st = rcoll_send(b, sizeof(b), RCOLL_UINT8, 0, c, NULL);
+            double took = now() - t0;
+            printf("rank 2: send to a rank that left: %s after %.2f s: %s\n",
+                   rcoll_status_string(st), took, rcoll_last_error());
+            ok = st != RCOLL_OK && took < 3.0 && names(rcoll_last_error(), 0);
+        } else {
+            usleep(1000 * 1000);
         }
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;

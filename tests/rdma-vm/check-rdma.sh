@@ -439,7 +439,9 @@ check "rxe: rcoll-perf allreduce, #wrong 0" perfcheck RCOLL_IB_HCA=rxe
 # (rank 0: 2 and 3, not 1); all-to-all, the other
 # collectives and point-to-point (where both ranks of a pair connect at
 # once: the lower one's attempt wins) connect everyone; all bit-exact; a
-# rank killed mid-all-reduce is named by every survivor.
+# rank killed mid-all-reduce is named by every survivor; a send to a
+# lower rank that destroyed its communicator fails at once (test_fail
+# gone: its refusal is not a tie).
 conns() { # conns N: every rank's log says it connected to N of its 3 peers
     for r in 0 1 2 3; do
         grep -q "ib: rank $r connected to $1 of its 3 ib peers" "$L/rank$r.log" ||
@@ -455,7 +457,9 @@ lazy_ib() {
     hosts 4 29735 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy RCOLL_IB_QPS_PER_PEER=2 $info \
         $B/tests/test_p2p -e 65536 && conns 3 &&
     # a rank killed mid-all-reduce: every survivor names it
-    RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy ip netns exec h0 $T $B/tests/test_fail kill
+    RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy ip netns exec h0 $T $B/tests/test_fail kill &&
+    # a lower rank that left refuses at once (no tie): named within 5 s
+    RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy ip netns exec h0 $T $B/tests/test_fail gone
 }
 check "siw: connections on first use, 4 ranks on 2 hosts over ib (ring: neighbours only; all-to-all, p2p: everyone)" lazy_ib
 

@@ -320,6 +320,22 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
 rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                                  struct rdma_cm_event *ev);
 void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+/* Why a connection request was refused, in the reject's private data
+ * (lazy: only IB_REJ_TIE makes the requester wait and try again; no
+ * reason, or another, fails the peer at once, naming it) */
+enum {
+    IB_REJ_CUT = -1,    /* (local) disconnected before it was up */
+    IB_REJ_NONE = 0,    /* no reason given (no listener, not rcoll) */
+    IB_REJ_TIE,         /* our own attempt on that QP is under way */
+    IB_REJ_CLOSING,     /* the communicator is being destroyed */
+    IB_REJ_FAILED,      /* we failed the requester already */
+    IB_REJ_DUP,         /* that QP is connected already */
+    IB_REJ_SETUP,       /* setting up our side failed (memory, QP) */
+    IB_REJ_STRANGER     /* not sealed with the job's secret */
+};
+void ib_cm_reject(struct rdma_cm_id *id, int reason);
+int ib_cm_reject_reason(const struct rdma_cm_event *ev);
+const char *ib_rej_str(int reason);
 const char *ib_peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
                         size_t l);
 

@@ -235,6 +235,44 @@ void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     q->fatal[0] = '\0'; /* an asynchronous event of the QP gone */
 }
 
+/* The reason travels as 8 bytes of private data: a magic word and the
+ * code. rdma_cm delivers a reject's private data on IB (REJ) and on
+ * iWARP (the MPA reply's reject flag). */
+#define IB_REJ_MAGIC 0x524a4352u /* "RCJR" */
+
+void ib_cm_reject(struct rdma_cm_id *id, int reason)
+{
+    uint32_t pd[2] = {IB_REJ_MAGIC, (uint32_t)reason};
+    rdma_reject(id, reason ? pd : NULL, reason ? sizeof(pd) : 0);
+}
+
+int ib_cm_reject_reason(const struct rdma_cm_event *ev)
+{
+    uint32_t pd[2];
+    if (!ev->param.conn.private_data ||
+        ev->param.conn.private_data_len < sizeof(pd))
+        return IB_REJ_NONE;
+    memcpy(pd, ev->param.conn.private_data, sizeof(pd));
+    return pd[0] == IB_REJ_MAGIC && pd[1] <= IB_REJ_STRANGER ? (int)pd[1]
+                                                              : IB_REJ_NONE;
+}
+
+const char *ib_rej_str(int reason)
+{
+    switch (reason) {
+    case IB_REJ_CUT:      return "it disconnected before the connection "
+                                 "was up";
+    case IB_REJ_TIE:      return "its own attempt is under way";
+    case IB_REJ_CLOSING:  return "it is destroying the communicator";
+    case IB_REJ_FAILED:   return "it failed this rank already";
+    case IB_REJ_DUP:      return "duplicate";
+    case IB_REJ_SETUP:    return "setting up its side failed";
+    case IB_REJ_STRANGER: return "not from this job";
+    }
+    return "no reason given: no rcoll listening there (the peer "
+           "destroyed the communicator or died)";
+}
+
 /* CONNECT_REQUEST (passive side): a lower rank's QP (lazy: any rank's),
  * accepted with our ring. One not from this job, or a duplicate, is
  * rejected and its id destroyed: then *gone is set (the event is acked
@@ -268,11 +306,17 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
                     ib_peer_str(ctx, d.from, ps, sizeof(ps)), d.idx);
         ib_cm_drop(ctx, nq);
     }
-    if (!nq || nq->id || ctx->closing || nq->ep->failed) {
-        if (!nq || (nq->id && !ctx->lazy)) /* lazy: a tie's loser */
+    int rej = !nq ? IB_REJ_STRANGER
+              : ctx->closing ? IB_REJ_CLOSING
+              : nq->ep->failed ? IB_REJ_FAILED
+              : !nq->id ? IB_REJ_NONE
+              : ctx->lazy && nq->active && !nq->up ? IB_REJ_TIE
+                                                   : IB_REJ_DUP;
+    if (rej) {
+        if (rej == IB_REJ_STRANGER || (rej == IB_REJ_DUP && !ctx->lazy))
             rcoll_warn("ib: rank %d rejected a connection request: %s (%s)",
-                       r, nq ? "duplicate" : "not from this job", why);
-        rdma_reject(id, NULL, 0);
+                       r, ib_rej_str(rej), why);
+        ib_cm_reject(id, rej);
         rdma_ack_cm_event(ev);
         rdma_destroy_id(id);
         *gone = 1;
@@ -281,7 +325,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
     if (!nq->rx) { /* lazy: the ring on first use */
         rcoll_status_t st = ib_qp_alloc(ctx, nq);
         if (st != RCOLL_OK) {
-            rdma_reject(id, NULL, 0);
+            ib_cm_reject(id, IB_REJ_SETUP);
             rdma_ack_cm_event(ev);
             rdma_destroy_id(id);
             *gone = 1;
@@ -296,7 +340,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
     if (st == RCOLL_OK)
         st = ib_qp_post_recvs(nq);
     if (st != RCOLL_OK) {
-        rdma_reject(id, NULL, 0); /* the peer hears now, not at its timeout */
+        ib_cm_reject(id, IB_REJ_SETUP); /* heard now, not at its timeout */
         return st;
     }
     ib_conn_data_fill(ctx, nq, &d);

@@ -307,7 +307,7 @@ static void ib_qp_free(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
             struct rdma_cm_id *rid = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST
                                          ? ev->id : NULL;
             if (rid)
-                rdma_reject(rid, NULL, 0);
+                ib_cm_reject(rid, IB_REJ_CLOSING);
             rdma_ack_cm_event(ev);
             if (rid)
                 rdma_destroy_id(rid);

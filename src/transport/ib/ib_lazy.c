@@ -9,10 +9,11 @@
  * Two ranks may start the same queue pair at once; the lower rank's
  * attempt is kept (ib_cm_connect_request): the lower rejects the higher's
  * request while its own is under way, the higher drops its own and
- * accepts. A higher rank whose attempt was refused waits IB_AWAIT_S for
- * the lower one's to arrive before it tries again. A lower rank refused
- * by a higher one, an unreachable peer, or no connection within
- * RCOLL_TIMEOUT fails the peer by name. On iWARP the acceptor waits for
+ * accepts; the reject says so (IB_REJ_TIE), and the higher rank then
+ * waits IB_AWAIT_S for the lower one's to arrive before it tries again.
+ * Refused for any other reason (closing, failed, no listener), an
+ * unreachable peer, or no connection within RCOLL_TIMEOUT: the peer is
+ * failed by name. On iWARP the acceptor waits for
  * the initiator's greeting before it sends (ib_qp_ready). */
 #include "transport/ib/ib.h"
 
@@ -71,32 +72,34 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
     }
 }
 
-/* Our attempt on q was refused. By a lower rank: its own attempt is
- * under way (ib_cm_connect_request), so wait for it; by a higher one,
- * which accepts every request of ours it can: it is gone. */
-static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+/* Our attempt on q was refused for reason (IB_REJ_*). By a lower rank
+ * whose own attempt is under way (ib_cm_connect_request), or cut off
+ * before it was up: wait for the lower rank's; for any other reason the
+ * peer is failed now, named with the reason, not at RCOLL_TIMEOUT. */
+static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q, int reason)
 {
     char ps[128];
     ib_ep_t *ep = q->ep;
     ib_poll(ctx); /* its flushed requests leave the CQ before it goes */
     ib_cm_drop(ctx, q);
-    if (ep->peer < ctx->p.rank) {
+    if (ep->peer < ctx->p.rank &&
+        (reason == IB_REJ_TIE || reason == IB_REJ_CUT)) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s refused our attempt "
                     "on queue pair %d: its own is under way", ctx->p.rank,
                     ib_peer_str(ctx, ep->peer, ps, sizeof(ps)), q->idx);
         q->await = rcoll_time_sec() + IB_AWAIT_S;
         return;
     }
-    ib_ep_fail(ep, "%s refused the connection: it destroyed the "
-               "communicator or died",
-               ib_peer_str(ctx, ep->peer, ps, sizeof(ps)));
+    ib_ep_fail(ep, "%s refused the connection: %s",
+               ib_peer_str(ctx, ep->peer, ps, sizeof(ps)), ib_rej_str(reason));
 }
 
 /* One cm event of an attempt (ours or the peer's) on q; *redo: the local
  * port collided, start again; *refused: the peer refused it (both once
  * the event is acked: an id is destroyed only when its events are). */
 static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
-                      ib_qp_t *q, ib_qp_t **redo, ib_qp_t **refused)
+                      ib_qp_t *q, ib_qp_t **redo, ib_qp_t **refused,
+                      int *reason)
 {
     char ps[128];
     rcoll_status_t st = RCOLL_OK;
@@ -125,10 +128,12 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
         break;
     case RDMA_CM_EVENT_REJECTED:
         *refused = q;
+        *reason = ib_cm_reject_reason(ev);
         return;
     case RDMA_CM_EVENT_DISCONNECTED:
         if (!q->up) { /* an attempt cut off before it was up: refused */
             *refused = q;
+            *reason = IB_REJ_CUT;
             return;
         }
         /* fall through */
@@ -177,10 +182,11 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             continue;
         }
         ib_qp_t *redo = NULL, *refused = NULL;
-        lazy_step(ctx, ev, q, &redo, &refused);
+        int reason = IB_REJ_NONE;
+        lazy_step(ctx, ev, q, &redo, &refused, &reason);
         rdma_ack_cm_event(ev);
         if (refused)
-            lazy_refused(ctx, refused);
+            lazy_refused(ctx, refused, reason);
         if (redo && !redo->ep->failed) { /* its events are acked */
             ib_cm_drop(ctx, redo);
             redo->active = 1;
