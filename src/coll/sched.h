@@ -436,6 +436,7 @@ size_t *coll_halving_po(const coll_sched_t *s, size_t total);
 
 rcoll_status_t coll_allreduce_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_rd(coll_sched_t *s, const coll_env_t *e);
+rcoll_status_t coll_allreduce_dbtree(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allreduce_hier(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_ring(coll_sched_t *s, const coll_env_t *e);
 rcoll_status_t coll_allgather_hier(coll_sched_t *s, const coll_env_t *e);
@@ -473,6 +474,8 @@ rcoll_status_t coll_scatter_binomial(coll_sched_t *s, const coll_env_t *e);
 /* the algorithms' cost functions (coll/tune.h) */
 double coll_allreduce_ring_cost(const coll_tune_model_t *m, const coll_env_t *e,
                                 double *c);
+double coll_allreduce_dbtree_cost(const coll_tune_model_t *m,
+                                  const coll_env_t *e, double *c);
 double coll_allreduce_rd_cost(const coll_tune_model_t *m, const coll_env_t *e,
                               double *c);
 double coll_allreduce_hier_cost(const coll_tune_model_t *m, const coll_env_t *e,

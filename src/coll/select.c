@@ -17,6 +17,9 @@ const coll_algo_t coll_algos[] = {
     {COLL_ALLREDUCE, "rabenseifner", coll_allreduce_rabenseifner, coll_allreduce_rabenseifner_cost,
      "recursive halving reduce-scatter + recursive doubling all-gather "
      "(medium and large messages, 2 log2(n) steps)", NULL},
+    {COLL_ALLREDUCE, "double_tree", coll_allreduce_dbtree, coll_allreduce_dbtree_cost,
+     "two complementary binary trees, each reducing half up to its root "
+     "and broadcasting it back, chunk-pipelined (many ranks)", NULL},
     {COLL_ALLREDUCE, "hierarchical", coll_allreduce_hier, coll_allreduce_hier_cost,
      "reduce-scatter inside each host, one network ring per local rank, "
      "all-gather inside each host (several hosts with as many ranks each)", NULL},
