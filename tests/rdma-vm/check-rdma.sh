@@ -148,11 +148,12 @@ check "siw: point to point (ring, halo, all-pairs, tags, groups, overlap), 4 ran
 # the 4-rank run above carries the large sizes
 p2p_2_8() {
     hosts 2 29717 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 65536 &&
-        hosts 8 29718 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 65536
+        hosts 8 29718 env RCOLL_TRANSPORTS=ib $B/tests/test_p2p -e 65536 &&
+        hosts 8 29719 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy $B/tests/test_p2p -e 65536
 }
-check "siw: point to point, 2 and 8 ranks on 2 hosts over ib, up to 64 KiB" p2p_2_8
+check "siw: point to point, 2 and 8 ranks on 2 hosts over ib, up to 64 KiB (8 also with connections on first use)" p2p_2_8
 check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
-    $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat \
+    $T sh -c "for a in allreduce:ring allreduce:recursive_doubling allreduce:rabenseifner allreduce:flat allreduce:double_tree \
         allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \
         broadcast:scatter_allgather; do c=\${a%%:*}; echo \$a; \
         RCOLL_ALGO=\$a RCOLL_CHUNK_SIZE=8K RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tools/rcoll-run -n 3 \
