@@ -197,11 +197,11 @@ t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
 # (coll_md_host_deferred); a slot released or a chunk forwarded before its
 # operation ran gives wrong bytes. 64 KiB chunks and counts up to 70001
 # (5-9 chunks a transfer for 4-8 byte types: more than the 4 slots, and
-# receives in place over tcp) instead of the default 8 MiB: 4 s instead of
-# 35 s a transport
+# receives in place over tcp; 16385: one element past a 4-byte type's
+# chunk) instead of the default 8 MiB: 5 s instead of 35 s a transport
 for tl in shm tcp; do
     t "md: asynchronous memory domain (RCOLL_FAULT=md_deferred), $tl, 4 ranks: collectives, non-blocking, p2p" 300 \
-        env RCOLL_FAULT=md_deferred RCOLL_TRANSPORTS=$tl sh -c "RCOLL_CHUNK_SIZE=64K '$RUN' -n 4 '$B/tests/test_coll' -q -N 0,1,7,1023,70001 &&
+        env RCOLL_FAULT=md_deferred RCOLL_TRANSPORTS=$tl sh -c "RCOLL_CHUNK_SIZE=64K '$RUN' -n 4 '$B/tests/test_coll' -q -N 0,1,7,1023,16385,70001 &&
         '$RUN' -n 4 '$B/tests/test_nonblocking' && '$RUN' -n 4 '$B/tests/test_p2p'"
 done
 # the shared area (coll/area.c; the shm matrices above run it too, for

@@ -100,32 +100,59 @@ static uint32_t sched_kind_word(const coll_sched_t *s)
 }
 
 /* Dense indices of the peers a schedule talks to (send or receive): an
- * open-addressing table over the steps, so the state is O(steps), never
- * O(ranks) (a tree's 8-byte all-reduce at 16k ranks touches ~14 peers).
- * Returns the number of distinct peers; spx/rpx get each step's index
- * (-1: no such transfer). */
-static int sched_peer_index(const coll_sched_t *s, int *spx, int *rpx,
-                            int *tab, size_t tsz)
+ * open-addressing table of (peer + 1, index) pairs, kept at most half
+ * full and doubled as peers come, so the state is O(steps + peers), never
+ * O(ranks) (a tree's 8-byte all-reduce at 16k ranks touches ~14 peers, a
+ * ring's 32k steps 2). The hash takes the product's high bits: peers that
+ * differ only in high bits (r ^ 2^k) spread too. */
+typedef struct {
+    int *tab;         /* 2 ints a slot */
+    unsigned bits;    /* 2^bits slots */
+    int np;           /* peers in it */
+    int small[2 * 64];
+} peer_tab_t;
+
+static size_t peer_slot(const peer_tab_t *pt, int q)
 {
-    int np = 0;
-    memset(tab, 0, tsz * 2 * sizeof(int)); /* pairs: peer + 1, index */
-    for (int i = 0; i < s->nsteps; i++)
-        for (int dir = 0; dir < 2; dir++) {
-            int q = dir ? s->steps[i].recv_peer : s->steps[i].send_peer;
-            int *out = dir ? &rpx[i] : &spx[i];
-            *out = -1;
-            if (q < 0)
-                continue;
-            size_t h = ((size_t)q * 2654435761u) & (tsz - 1);
-            while (tab[2 * h] && tab[2 * h] != q + 1)
-                h = (h + 1) & (tsz - 1);
-            if (!tab[2 * h]) {
-                tab[2 * h] = q + 1;
-                tab[2 * h + 1] = np++;
+    size_t mask = ((size_t)1 << pt->bits) - 1;
+    size_t h = (size_t)(((uint32_t)q * 2654435761u) >> (32 - pt->bits));
+    while (pt->tab[2 * h] && pt->tab[2 * h] != q + 1)
+        h = (h + 1) & mask;
+    return h;
+}
+
+/* q's index, added if new; -1 out of memory */
+static int peer_add(peer_tab_t *pt, int q)
+{
+    size_t h = peer_slot(pt, q);
+    if (pt->tab[2 * h])
+        return pt->tab[2 * h + 1];
+    if (2 * (size_t)(pt->np + 1) > ((size_t)1 << pt->bits)) {
+        peer_tab_t g = *pt;
+        g.bits = pt->bits + 1;
+        g.tab = calloc((size_t)2 << g.bits, sizeof(int));
+        if (!g.tab)
+            return -1;
+        for (size_t i = 0; i < ((size_t)1 << pt->bits); i++)
+            if (pt->tab[2 * i]) {
+                size_t k = peer_slot(&g, pt->tab[2 * i] - 1);
+                g.tab[2 * k] = pt->tab[2 * i];
+                g.tab[2 * k + 1] = pt->tab[2 * i + 1];
             }
-            *out = tab[2 * h + 1];
-        }
-    return np;
+        if (pt->tab != pt->small)
+            free(pt->tab);
+        pt->tab = g.tab;
+        pt->bits = g.bits;
+        h = peer_slot(pt, q);
+    }
+    pt->tab[2 * h] = q + 1;
+    pt->tab[2 * h + 1] = pt->np;
+    return pt->np++;
+}
+
+static int peer_find(const peer_tab_t *pt, int q)
+{
+    return q < 0 ? -1 : pt->tab[2 * peer_slot(pt, q) + 1];
 }
 
 /* The execution state: chunks received per step, and each step's
@@ -134,28 +161,32 @@ static int sched_peer_index(const coll_sched_t *s, int *spx, int *rpx,
  * B receives from A). */
 static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
 {
-    int n = s->nsteps ? s->nsteps : 1;
-    int small[2 * 64], *tab = small, *cnt;
-    size_t tsz = 4; /* >= 2 x the peers (2 a step at most) */
-    while (tsz < 4 * (size_t)n)
-        tsz *= 2;
-    if (tsz > sizeof(small) / sizeof(small[0]) / 2)
-        tab = malloc(tsz * 2 * sizeof(int));
+    int n = s->nsteps ? s->nsteps : 1, ok = 1, *cnt;
+    peer_tab_t pt;
+    pt.tab = pt.small;
+    pt.bits = 6;
+    pt.np = 0;
+    memset(pt.small, 0, sizeof(pt.small));
+    for (int i = 0; i < s->nsteps && ok; i++) {
+        const coll_step_t *t = &s->steps[i];
+        ok = (t->send_peer < 0 || peer_add(&pt, t->send_peer) >= 0) &&
+             (t->recv_peer < 0 || peer_add(&pt, t->recv_peer) >= 0);
+    }
     /* one block: recv_done (n), ord (2 n), sent (n), spx (n), rpx (n),
-     * then per peer (2 n at most) pmark and the send and receive counts */
-    size_t len = 12 * (size_t)n;
-    if (len <= sizeof(s->state_small) / sizeof(int)) {
+     * then per peer pmark and the send and receive counts */
+    size_t len = 6 * (size_t)n + 3 * (size_t)pt.np;
+    if (!ok) {
+        s->recv_done = NULL;
+    } else if (len <= sizeof(s->state_small) / sizeof(int)) {
         s->recv_done = s->state_small;
         memset(s->state_small, 0, sizeof(int) * len);
     } else {
         s->recv_done = calloc(len, sizeof(int));
     }
-    if (!s->recv_done || !tab) {
-        if (tab != small)
-            free(tab);
-        if (s->recv_done != s->state_small)
-            free(s->recv_done);
-        s->recv_done = NULL;
+    if (!s->recv_done) {
+        if (pt.tab != pt.small)
+            free(pt.tab);
+        s->ord = s->sent = s->spx = s->rpx = s->pmark = NULL;
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "rank %d in %s: no "
                                 "memory for the schedule's state",
                                 e->rank, coll_kind_name(s->kind));
@@ -164,16 +195,15 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
     s->sent = s->ord + 2 * n;
     s->spx = s->sent + n;
     s->rpx = s->spx + n;
-    int np = sched_peer_index(s, s->spx, s->rpx, tab, tsz);
-    if (tab != small)
-        free(tab);
     s->pmark = s->rpx + n;
-    cnt = s->pmark + np; /* per peer: sends, receives (zeroed above) */
+    cnt = s->pmark + pt.np; /* per peer: sends, receives (zeroed above) */
     s->pass = 0;
     s->in_order = 0;
     s->nspeers = s->nrpeers = 0;
     for (int i = 0; i < s->nsteps; i++) {
         const coll_step_t *t = &s->steps[i];
+        s->spx[i] = peer_find(&pt, t->send_peer);
+        s->rpx[i] = peer_find(&pt, t->recv_peer);
         s->in_order |= t->pre_send != NULL;
         if (send_nch(s, t) > 0) {
             s->nspeers += !cnt[2 * s->spx[i]];
@@ -184,6 +214,8 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
             s->ord[2 * i + 1] = cnt[2 * s->rpx[i] + 1]++;
         }
     }
+    if (pt.tab != pt.small)
+        free(pt.tab);
     return RCOLL_OK;
 }
 

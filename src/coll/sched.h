@@ -260,8 +260,9 @@ typedef struct coll_sched {
     int *ord;               /* per step: the send's and the receive's
                                ordinal among this operation's transfers
                                to / from that peer (2 per step) */
-    int state_small[12 * 8]; /* the state of up to 8 steps (no
-                               allocation for small collectives) */
+    int state_small[6 * 8 + 3 * 16]; /* the state of up to 8 steps
+                               and 16 peers (no allocation for small
+                               collectives) */
 #define COLL_SCHED_SMALL_STEPS 4
     coll_step_t steps_small[COLL_SCHED_SMALL_STEPS]; /* steps, while they
                                fit (no allocation for small collectives) */

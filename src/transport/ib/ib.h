@@ -321,8 +321,10 @@ rcoll_status_t ib_cm_established(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                                  struct rdma_cm_event *ev);
 void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
 /* Why a connection request was refused, in the reject's private data
- * (lazy: only IB_REJ_TIE makes the requester wait and try again; no
- * reason, or another, fails the peer at once, naming it) */
+ * (lazy: a tie, or no reason at all - no listener, or the kernel's when
+ * the listener's backlog is full - makes the requester wait and try
+ * again until RCOLL_TIMEOUT; any other reason fails the peer at once,
+ * naming it) */
 enum {
     IB_REJ_CUT = -1,    /* (local) disconnected before it was up */
     IB_REJ_NONE = 0,    /* no reason given (no listener, not rcoll) */
@@ -331,7 +333,9 @@ enum {
     IB_REJ_FAILED,      /* we failed the requester already */
     IB_REJ_DUP,         /* that QP is connected already */
     IB_REJ_SETUP,       /* setting up our side failed (memory, QP) */
-    IB_REJ_STRANGER     /* not sealed with the job's secret */
+    IB_REJ_STRANGER,    /* not sealed with the job's secret */
+    IB_REJ_NOQP         /* sealed, but no such rank or queue pair here
+                           (the ranks' settings differ?) */
 };
 void ib_cm_reject(struct rdma_cm_id *id, int reason);
 int ib_cm_reject_reason(const struct rdma_cm_event *ev);

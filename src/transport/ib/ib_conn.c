@@ -253,8 +253,8 @@ int ib_cm_reject_reason(const struct rdma_cm_event *ev)
         ev->param.conn.private_data_len < sizeof(pd))
         return IB_REJ_NONE;
     memcpy(pd, ev->param.conn.private_data, sizeof(pd));
-    return pd[0] == IB_REJ_MAGIC && pd[1] <= IB_REJ_STRANGER ? (int)pd[1]
-                                                              : IB_REJ_NONE;
+    return pd[0] == IB_REJ_MAGIC && pd[1] <= IB_REJ_NOQP ? (int)pd[1]
+                                                          : IB_REJ_NONE;
 }
 
 const char *ib_rej_str(int reason)
@@ -268,9 +268,10 @@ const char *ib_rej_str(int reason)
     case IB_REJ_DUP:      return "duplicate";
     case IB_REJ_SETUP:    return "setting up its side failed";
     case IB_REJ_STRANGER: return "not from this job";
+    case IB_REJ_NOQP:     return "no such rank or queue pair at the "
+                                 "acceptor (do the ranks' settings differ?)";
     }
-    return "no reason given: no rcoll listening there (the peer "
-           "destroyed the communicator or died)";
+    return "no reason given (nobody listening, or its backlog full)";
 }
 
 /* CONNECT_REQUEST (passive side): a lower rank's QP (lazy: any rank's),
@@ -290,8 +291,9 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
     ib_conn_data_t d;
     ib_qp_t *nq = NULL;
     char why[160] = "private data not sealed with this job's secret";
-    if (conn_data_check(ctx, ev->param.conn.private_data,
-                        ev->param.conn.private_data_len, &d) == 0) {
+    int sealed = conn_data_check(ctx, ev->param.conn.private_data,
+                                 ev->param.conn.private_data_len, &d) == 0;
+    if (sealed) {
         snprintf(why, sizeof(why), "from rank %d to rank %d, queue pair %u",
                  d.from, d.to, d.idx);
         if (d.to == r && d.from >= 0 && d.from < ctx->p.nranks &&
@@ -306,14 +308,14 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
                     ib_peer_str(ctx, d.from, ps, sizeof(ps)), d.idx);
         ib_cm_drop(ctx, nq);
     }
-    int rej = !nq ? IB_REJ_STRANGER
+    int rej = !nq ? (sealed ? IB_REJ_NOQP : IB_REJ_STRANGER)
               : ctx->closing ? IB_REJ_CLOSING
               : nq->ep->failed ? IB_REJ_FAILED
               : !nq->id ? IB_REJ_NONE
               : ctx->lazy && nq->active && !nq->up ? IB_REJ_TIE
                                                    : IB_REJ_DUP;
     if (rej) {
-        if (rej == IB_REJ_STRANGER || (rej == IB_REJ_DUP && !ctx->lazy))
+        if (!nq || (rej == IB_REJ_DUP && !ctx->lazy))
             rcoll_warn("ib: rank %d rejected a connection request: %s (%s)",
                        r, ib_rej_str(rej), why);
         ib_cm_reject(id, rej);

@@ -74,19 +74,24 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
 
 /* Our attempt on q was refused for reason (IB_REJ_*). By a lower rank
  * whose own attempt is under way (ib_cm_connect_request), or cut off
- * before it was up: wait for the lower rank's; for any other reason the
- * peer is failed now, named with the reason, not at RCOLL_TIMEOUT. */
+ * before it was up: wait for the lower rank's. With no reason (nobody
+ * listening yet, or the kernel's reject when the listener's backlog is
+ * full): wait and try again. Either way ib_lazy_tick fails the peer at
+ * RCOLL_TIMEOUT. For any other reason the peer is failed now, named with
+ * the reason. */
 static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q, int reason)
 {
     char ps[128];
     ib_ep_t *ep = q->ep;
     ib_poll(ctx); /* its flushed requests leave the CQ before it goes */
     ib_cm_drop(ctx, q);
-    if (ep->peer < ctx->p.rank &&
-        (reason == IB_REJ_TIE || reason == IB_REJ_CUT)) {
+    if (reason == IB_REJ_NONE ||
+        (ep->peer < ctx->p.rank &&
+         (reason == IB_REJ_TIE || reason == IB_REJ_CUT))) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s refused our attempt "
-                    "on queue pair %d: its own is under way", ctx->p.rank,
-                    ib_peer_str(ctx, ep->peer, ps, sizeof(ps)), q->idx);
+                    "on queue pair %d: %s; trying again in %g s",
+                    ctx->p.rank, ib_peer_str(ctx, ep->peer, ps, sizeof(ps)),
+                    q->idx, ib_rej_str(reason), IB_AWAIT_S);
         q->await = rcoll_time_sec() + IB_AWAIT_S;
         return;
     }
