@@ -782,8 +782,10 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
         if (st != RCOLL_OK)
             return st;
         if (s->sent[i] < total) {
-            /* (passed only once all it depends on has arrived) */
-            if (s->in_order || !credits || send_blocked(s, t, total - 1))
+            /* (passed only once all it depends on has arrived, unless
+             * it depends on nothing but its send_dep: send_free) */
+            if (s->in_order || ((!credits || send_blocked(s, t, total - 1)) &&
+                                !t->send_free))
                 break;
             s->pmark[s->spx[i]] = pass;
             marked++;

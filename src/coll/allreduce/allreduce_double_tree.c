@@ -22,7 +22,9 @@
  * and forwards it. A rank overwrites the half it sent up only with the
  * result its parent made from it, so no send's buffer is written before
  * it has been read. The steps of the two trees are interleaved by phase
- * (up receives, up sends, down receives, down sends). */
+ * (up receives, up sends, down receives, down sends); every send is
+ * send_free (it depends on its send_dep alone), so one tree's send that
+ * waits for its children does not hold the other tree's. */
 #include "coll/tune.h"
 #include <string.h>
 
@@ -135,6 +137,7 @@ rcoll_status_t coll_allreduce_dbtree(coll_sched_t *s, const coll_env_t *e)
         st.send_buf = h[t].nkid ? h[t].acc : h[t].in;
         st.send_bytes = h[t].bytes;
         st.send_dep = h[t].last_up;
+        st.send_free = 1;
         if ((rc = coll_sched_add(s, &st)) != RCOLL_OK)
             return rc;
     }
@@ -158,6 +161,7 @@ rcoll_status_t coll_allreduce_dbtree(coll_sched_t *s, const coll_env_t *e)
             st.send_bytes = h[t].bytes;
             st.send_dep = h[t].parent < 0 ? h[t].last_up : h[t].down;
             st.send_copy = 1;
+            st.send_free = 1;
             if ((rc = coll_sched_add(s, &st)) != RCOLL_OK)
                 return rc;
         }
@@ -166,13 +170,14 @@ rcoll_status_t coll_allreduce_dbtree(coll_sched_t *s, const coll_env_t *e)
 
 /* Each half goes up and down a pipeline of depth ceil(log2 n) + 1 in
  * chunks of c; a rank inside a tree takes two children's chunks per
- * stage (received and reduced going up, sent going down), and as the
- * executor sends in step order the two halves' chunks follow each other
- * through a rank rather than overlap. Across hosts a host's NICs carry
- * about two tree edges each way at once (one of each tree: the ring
- * order keeps the lower levels inside a host), so a stage gets half the
- * host's network; rcoll-sim agrees within 10% at 1,536 ranks on 192
- * hosts of 8, 16 MiB (4.8 against 5.1 ms). */
+ * stage (received and reduced going up, sent going down). The halves'
+ * sends overlap (send_free), but a rank takes its receives in step order,
+ * so going up the two halves' chunks pass one after the other. Across
+ * hosts a host's NICs carry about two tree edges each way at once (one
+ * of each tree: the ring order keeps the lower levels inside a host), so
+ * a stage gets half the host's network. Against rcoll-sim (docs/sim.md)
+ * it is 1.1-1.2x pessimistic at 16 MiB, so the tuner takes it only where
+ * it wins clearly. */
 double coll_allreduce_dbtree_cost(const coll_tune_model_t *m,
                                   const coll_env_t *e, double *c)
 {
@@ -185,5 +190,5 @@ double coll_allreduce_dbtree_cost(const coll_tune_model_t *m,
     double cc = m->S / 2 < *c ? m->S / 2 : *c;
     double up = 2 * (x.a + cc / x.b + cc / x.g);
     double down = 2 * (x.a + cc / x.b);
-    return (d + 2 * k - 1) * (up + down);
+    return (d + 2 * k - 1) * up + (d + k - 1) * down;
 }
