@@ -651,6 +651,80 @@ out:
     return ran;
 }
 
+/* The send rule for send_free steps (sched.c, sched_send), on rank 0 of
+ * 4 with nothing from the others: step 0 receives from rank 1; step 1
+ * forwards it to rank 2 (send_dep 0); step 2 sends rank 0's input to rank
+ * 3; step 3 sends it to rank 1. With steps 1 and 2 send_free, step 2 goes
+ * while step 1 waits for its receive, and step 3 (not send_free) stays
+ * held; without send_free on step 1 both later steps stay held. */
+static int sent_to(int b)
+{
+    int n = 0;
+    for (int k = 0; k < MAXL; k++)
+        n += dirs[0][b].lane[k].wire.n + dirs[0][b].lane[k].slots.n;
+    return n;
+}
+
+static void test_send_free(void)
+{
+    static int32_t in[16], out[16];
+    nr = 4; nl = 1; ns = 4; p_refuse = 0; p_zc = 0;
+    for (int free1 = 1; free1 >= 0; free1--) {
+        net_reset();
+        env_init(0, 1, 64);
+        coll_sched_t s;
+        memset(&s, 0, sizeof(s));
+        s.kind = COLL_BROADCAST;
+        s.sendbuf = in;
+        s.recvbuf = out;
+        s.count = 16;
+        s.dt = RCOLL_INT32;
+        s.op = RCOLL_SUM;
+        s.seq = 1;
+        s.chunk = 64;
+        s.md = &coll_md_host;
+        coll_step_t t;
+        coll_sched_step_init(&t);
+        t.recv_peer = 1;
+        t.recv_dst = (char *)out;
+        t.recv_bytes = 64;
+        coll_sched_add(&s, &t);
+        coll_sched_step_init(&t);
+        t.send_peer = 2;
+        t.send_buf = (char *)out;
+        t.send_bytes = 64;
+        t.send_dep = 0;
+        t.send_free = (unsigned char)free1;
+        coll_sched_add(&s, &t);
+        coll_sched_step_init(&t);
+        t.send_peer = 3;
+        t.send_buf = (char *)in;
+        t.send_bytes = 64;
+        t.send_free = 1;
+        coll_sched_add(&s, &t);
+        coll_sched_step_init(&t);
+        t.send_peer = 1;
+        t.send_buf = (char *)in;
+        t.send_bytes = 64;
+        coll_sched_add(&s, &t);
+        int prog = 0;
+        rcoll_status_t st = coll_sched_progress(&s, &rk[0].env, &prog);
+        CHECK(st == RCOLL_OK || st == RCOLL_INPROGRESS, "send_free: %s",
+              rcoll_status_string(st));
+        if (free1)
+            CHECK(sent_to(2) == 0 && sent_to(3) == 1 && sent_to(1) == 0,
+                  "send_free: to 2, 3, 1: %d %d %d messages (want 0 1 0)",
+                  sent_to(2), sent_to(3), sent_to(1));
+        else
+            CHECK(sent_to(2) == 0 && sent_to(3) == 0 && sent_to(1) == 0,
+                  "without send_free: to 2, 3, 1: %d %d %d messages (want "
+                  "0 0 0)", sent_to(2), sent_to(3), sent_to(1));
+        coll_sched_free(&s);
+        coll_match_destroy(rk[0].env.match);
+    }
+    net_reset();
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 6;
@@ -661,6 +735,7 @@ int main(int argc, char **argv)
     static const size_t chunks[] = {64, 256, 1024};
     static const int rcounts[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 31, 33};
     int runs = 0, skipped = 0, kills = 0;
+    test_send_free();
     for (const coll_algo_t *a = coll_algos; a->name; a++) {
         if (!kind_tested(a->kind) || a->build == coll_area_build)
             continue;

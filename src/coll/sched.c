@@ -764,17 +764,23 @@ static rcoll_status_t send_step(coll_sched_t *s, const coll_env_t *e, int i,
  * a receive it depends on holds every later step: algorithms lean on the
  * step order for the dependencies of their empty steps (a halving round
  * whose block is empty depends on nothing of its own, but its successor
- * must still wait for the rounds before it). An algorithm with pre_send
- * hooks (they pack as the steps go) sends strictly in step order. */
+ * must still wait for the rounds before it). Steps marked send_free (each
+ * depends on its send_dep alone) are the exception among themselves: one
+ * that waits for its receive lets later send_free steps to other peers
+ * go, but still holds every later step not so marked. An algorithm with
+ * pre_send hooks (they pack as the steps go) sends strictly in step
+ * order. */
 static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
                                  int *moved)
 {
-    int pass = (int)++s->pass, marked = 0;
+    int pass = (int)++s->pass, marked = 0, held = 0;
     for (int i = s->s_step; i < s->nsteps && marked < s->nspeers; i++) {
         coll_step_t *t = &s->steps[i];
         int total = send_nch(s, t);
         if (s->sent[i] >= total)
             continue;
+        if (held && !t->send_free)
+            break; /* a send_free step before it waits for its receive */
         if (s->pmark[s->spx[i]] == pass)
             continue;
         int credits = 0;
@@ -782,11 +788,11 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
         if (st != RCOLL_OK)
             return st;
         if (s->sent[i] < total) {
-            /* (passed only once all it depends on has arrived, unless
-             * it depends on nothing but its send_dep: send_free) */
-            if (s->in_order || ((!credits || send_blocked(s, t, total - 1)) &&
-                                !t->send_free))
+            /* (passed only once all it depends on has arrived) */
+            int dep = !credits || send_blocked(s, t, total - 1);
+            if (s->in_order || (dep && !t->send_free))
                 break;
+            held |= dep;
             s->pmark[s->spx[i]] = pass;
             marked++;
         }

@@ -105,9 +105,12 @@ typedef struct {
                                receives nothing) */
     int send_copy;          /* the peer only copies what this step sends
                                (a hint: shm then lets it read our buffer) */
-    unsigned char send_free; /* the send waits on nothing but send_dep:
-                               blocked on it, it holds only later steps to
-                               the same peer, not every later step */
+    unsigned char send_free; /* the send waits on nothing but send_dep,
+                               and on no earlier step by step order:
+                               blocked on its receive, a send_free step
+                               holds later send_free steps only to the
+                               same peer (every later step not so marked
+                               still waits; sched_send) */
     unsigned char send_class, recv_class; /* COLL_MSG_*: 0 for collectives */
     unsigned char send_always, recv_always; /* one message even when the
                                step moves no bytes (control messages) */
