@@ -198,7 +198,8 @@ t "nonblocking + 2 threads, tcp, 4 ranks" 300 env RCOLL_TRANSPORTS=tcp \
 # operation ran gives wrong bytes. 64 KiB chunks and counts up to 70001
 # (5-9 chunks a transfer for 4-8 byte types: more than the 4 slots, and
 # receives in place over tcp; 16385: one element past a 4-byte type's
-# chunk) instead of the default 8 MiB: 5 s instead of 35 s a transport
+# chunk) instead of the default 8 MiB, which adds nothing here and costs
+# about 30 s a transport
 for tl in shm tcp; do
     t "md: asynchronous memory domain (RCOLL_FAULT=md_deferred), $tl, 4 ranks: collectives, non-blocking, p2p" 300 \
         env RCOLL_FAULT=md_deferred RCOLL_TRANSPORTS=$tl sh -c "RCOLL_CHUNK_SIZE=64K '$RUN' -n 4 '$B/tests/test_coll' -q -N 0,1,7,1023,16385,70001 &&
@@ -262,9 +263,8 @@ t "hosts: RCOLL_HOSTID, hierarchical and ring-order algorithms" 300 sh "$S/tests
 # the randomized campaign's sample: 20 trials per transport (2-8 ranks,
 # every operation, SIGKILL/SIGSTOP/link cuts at random moments; 1,000 per
 # transport ran outside CI, docs/reliability.md), the seed changing daily
-# (printed: run.sh BUILD campaign TL 20 SEED replays it); 20, not 30 (30
-# took 42-54 s each on a slow day; CI time), as 30 was cut from 50 when
-# the 4-rank RDMA matrices grew
+# (printed: run.sh BUILD campaign TL 20 SEED replays it); a sample sized
+# for CI time (about 25-50 s per transport)
 seed=$(date +%j | sed 's/^0*//')
 for tl in tcp shm; do
     # (SIGKILL x15: the kill trials also check the detection time and

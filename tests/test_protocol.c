@@ -665,6 +665,19 @@ static int sent_to(int b)
     return n;
 }
 
+static void add_send(coll_sched_t *s, int peer, const int32_t *buf, int dep,
+                     int free_)
+{
+    coll_step_t t;
+    coll_sched_step_init(&t);
+    t.send_peer = peer;
+    t.send_buf = (const char *)buf;
+    t.send_bytes = 64;
+    t.send_dep = dep;
+    t.send_free = (unsigned char)free_;
+    coll_sched_add(s, &t);
+}
+
 static void test_send_free(void)
 {
     static int32_t in[16], out[16];
@@ -689,24 +702,9 @@ static void test_send_free(void)
         t.recv_dst = (char *)out;
         t.recv_bytes = 64;
         coll_sched_add(&s, &t);
-        coll_sched_step_init(&t);
-        t.send_peer = 2;
-        t.send_buf = (char *)out;
-        t.send_bytes = 64;
-        t.send_dep = 0;
-        t.send_free = (unsigned char)free1;
-        coll_sched_add(&s, &t);
-        coll_sched_step_init(&t);
-        t.send_peer = 3;
-        t.send_buf = (char *)in;
-        t.send_bytes = 64;
-        t.send_free = 1;
-        coll_sched_add(&s, &t);
-        coll_sched_step_init(&t);
-        t.send_peer = 1;
-        t.send_buf = (char *)in;
-        t.send_bytes = 64;
-        coll_sched_add(&s, &t);
+        add_send(&s, 2, out, 0, free1);
+        add_send(&s, 3, in, -1, 1);
+        add_send(&s, 1, in, -1, 0);
         int prog = 0;
         rcoll_status_t st = coll_sched_progress(&s, &rk[0].env, &prog);
         CHECK(st == RCOLL_OK || st == RCOLL_INPROGRESS, "send_free: %s",
