@@ -147,6 +147,8 @@ t "fail: gone, lazy tcp (a send to a rank that destroyed its communicator fails 
     env RCOLL_TRANSPORTS=tcp RCOLL_TCP_CONNECT=lazy "$B/tests/test_fail" gone
 t "p2p: tcp receives in place (every large receive's bytes land in the destination)" 120 \
     sh "$S/tests/test_tcp_inplace.sh" "$B"
+t "tcp failover: a socket dropped mid-run (RCOLL_FAULT), its peer reached over the others: collectives and p2p bit-exact" 240 \
+    sh "$S/tests/test_tcp_failover.sh" "$B"
 t "rcoll-info -p: a running job's lanes and counters, exact over shm and tcp" 240 \
     sh "$S/tests/test_lanes.sh" "$B"
 t "fail: inplace, tcp (a receive in place times out mid-transfer)" 90 env RCOLL_TRANSPORTS=tcp \
@@ -252,7 +254,7 @@ t "scale: RCOLL_SHM_BUDGET lowers the chunk (68 KiB, 4 KiB with a warning), bit-
 t "scale: 64 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 120 "$RUN" -n 64 "$B/tests/test_scale" 16
 t "scale: 256 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 240 "$RUN" -n 256 "$B/tests/test_scale" 16
 t "hosts: 8 namespace hosts on a bridge, 64 and 256 ranks (shm inside, tcp between): 6 collectives bit-exact" 300 sh "$S/tests/test_hosts8.sh" "$B" 64 256
-t "hosts: 2 namespaces joined by 2 rails: both used, 2x one when shaped, a broken rail falls back" 180 sh "$S/tests/test_rails.sh" "$B"
+t "hosts: 2 namespaces joined by 2 rails: both used, 2x one when shaped, a broken rail falls back, a rail lost mid-run fails over bit-exact" 300 sh "$S/tests/test_rails.sh" "$B"
 # topology-aware placement: host-contiguous ring order, hierarchical
 # all-reduce, bytes across the network (tests/test_hosts.sh); hosts of one
 # machine told apart by RCOLL_HOSTID (tests/test_hostid.sh)

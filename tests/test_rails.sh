@@ -35,13 +35,14 @@ ip -n $A link set lo up && ip -n $Z link set lo up || fail "lo up"
 mkdir -p "$L"
 
 txb() { ip netns exec $A cat /sys/class/net/ra$1$$/statistics/tx_bytes; }
-run4() { # run4 PORT NAME CMD...: ranks 0,1 on host A, 2,3 on host B
-    port=$1; name=$2; shift 2
+runn() { # runn NA NB PORT NAME CMD...: NA ranks on host A, NB on host B
+    na=$1; nb=$2; port=$3; name=$4; shift 4
     pids=""
-    for r in 0 1 2 3; do
-        ns=$A; [ $r -ge 2 ] && ns=$Z
-        ip netns exec $ns env RCOLL_ROOT=198.18.7.1:$port RCOLL_SIZE=4 RCOLL_RANK=$r \
-            RCOLL_TRANSPORTS=tcp RCOLL_SECRET=00112233445566778899aabbccddeeff \
+    for r in $(seq 0 $((na + nb - 1))); do
+        ns=$A; [ $r -ge $na ] && ns=$Z
+        ip netns exec $ns env RCOLL_ROOT=198.18.7.1:$port RCOLL_SIZE=$((na + nb)) \
+            RCOLL_RANK=$r RCOLL_TRANSPORTS=tcp \
+            RCOLL_SECRET=00112233445566778899aabbccddeeff \
             RCOLL_TIMEOUT=60 "$@" > "$L/rails_${name}_$r.out" 2>&1 &
         pids="$pids $!"
     done
@@ -49,6 +50,7 @@ run4() { # run4 PORT NAME CMD...: ranks 0,1 on host A, 2,3 on host B
     for p in $pids; do wait $p || rc=1; done
     return $rc
 }
+run4() { runn 2 2 "$@"; } # run4 PORT NAME CMD...: ranks 0,1 on host A, 2,3 on B
 perf_us() { # the 4 MiB all-reduce's out-of-place time from rank 0's output
     awk '$1 == 4194304 { print $6 }' "$L/rails_$1_0.out"
 }
@@ -103,4 +105,50 @@ run4 29665 broken_lazy env RCOLL_TCP_CONNECT=lazy "$B/tests/test_coll" -q -N 1,1
     fail "matrix with a broken rail, lazy"
 grep -q "rail ra2$$ to rank [23] at 198.18.9.2:[0-9]* failed.*goes over rail ra1$$" \
     "$L"/rails_broken_lazy_0.out || fail "no warning names the broken rail (lazy)"
-echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use)"
+ip -n $Z route del prohibit 198.18.9.1/32 || fail "route del"
+
+# 4. a rail fails in the middle of a run (its link taken down on host A
+#    once rank 0 has done 50 iterations): every all-reduce and all-gather
+#    stays bit-exact, the communicator reports no error, a warning names
+#    the failed rail and the peer, and the run goes on over the other
+#    rail. First the second rail with 3 + 2 ranks, then the bootstrap's
+#    (rail 1) with 2 + 2 and connections on first use.
+cut() { # cut NAME IF NA NB PORT ENV...: test_failover, IF down mid-run
+    name=$1; dev=$2; na=$3; nb=$4; port=$5; shift 5
+    rm -f "$L/rails_go_$name"
+    ( i=0; while [ ! -e "$L/rails_go_$name" ] && [ $i -lt 600 ]; do
+          sleep 0.1; i=$((i + 1)); done
+      ip -n $A link set $dev down ) &
+    cutter=$!
+    t0=$(date +%s.%N)
+    runn $na $nb $port "fo_$name" env RCOLL_RAIL_TIMEOUT=2 "$@" \
+        "$B/tests/test_failover" -n 200 -c 65536 -s "$L/rails_go_$name"
+    rc=$?
+    wait $cutter
+    ip -n $A link set $dev up
+    echo "$name: $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s"
+    return $rc
+}
+cut rail2 ra2$$ 3 2 29666 RCOLL_TCP_CONNECT=eager ||
+    fail "a run that lost rail 2"
+grep -h "iterations" "$L/rails_fo_rail2_0.out" | tr '\n' ' '; echo
+for r in 0 1 2 3 4; do
+    grep -q "bit-exact, asynchronous error OK" "$L/rails_fo_rail2_$r.out" ||
+        fail "rank $r did not finish bit-exact after rail 2 failed"
+done
+grep -h "rail ra2$$ to rank [34] .*failed" "$L"/rails_fo_rail2_0.out | head -n 1
+grep -q "rail ra2$$ to rank [34] .*failed.*go again" "$L"/rails_fo_rail2_0.out ||
+    fail "no warning names the failed rail 2 and the peer"
+grep -q "rail rb2$$ to rank [012] .*failed" "$L"/rails_fo_rail2_3.out ||
+    fail "host B's ranks did not fail over from rail 2"
+sleep 1 # (the link's routes back)
+cut rail1 ra1$$ 2 2 29667 RCOLL_TCP_CONNECT=lazy ||
+    fail "a run that lost rail 1 (the bootstrap's)"
+grep -h "iterations" "$L/rails_fo_rail1_0.out" | tr '\n' ' '; echo
+for r in 0 1 2 3; do
+    grep -q "bit-exact, asynchronous error OK" "$L/rails_fo_rail1_$r.out" ||
+        fail "rank $r did not finish bit-exact after rail 1 failed"
+done
+grep -q "rail ra1$$ to rank [23] .*failed.*go again" "$L"/rails_fo_rail1_0.out ||
+    fail "no warning names the failed rail 1 and the peer"
+echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use), a rail lost mid-run fails over"

@@ -259,6 +259,16 @@ static const param_t params[] = {
       "a peer leaves through the k-th pair of rails in one subnet (mod the "
       "pairs), so RCOLL_TCP_NSOCKS should be at least the rail count; 1: "
       "the bootstrap's interface only"),
+    P("RAIL_FAILOVER", "1", "int", rail_failover, int,
+      "1: when one of a peer's TCP sockets fails (its rail's link or NIC "
+      "is lost) and another rail still reaches the peer, its messages go "
+      "again over the others and the job goes on, with a warning naming "
+      "the rail and the peer (sends then go from a copy); 0: the peer "
+      "fails as over one rail"),
+    P("RAIL_TIMEOUT", "10", "seconds", rail_timeout, seconds,
+      "a TCP socket whose sent data stays unacknowledged this long is taken "
+      "for failed (TCP_USER_TIMEOUT; only where RCOLL_RAIL_FAILOVER can move "
+      "its traffic to another rail); 0: the kernel's default (minutes)"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
@@ -388,7 +398,9 @@ static const param_t params[] = {
       "(ending a receive in place finds no memory to move a landed "
       "message into, which fails the peer); ib_cq_small (the completion "
       "queue gets room for the receives and 8 more entries, as on a device "
-      "with a small max_cqe)"),
+      "with a small max_cqe); tcp_failover_any (a peer's TCP sockets may "
+      "fail over with one rail: over loopback); tcp_sock_drop (a send "
+      "shuts its socket down after queueing, as if its rail failed)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 
@@ -474,7 +486,7 @@ static const char *const shared_params[] = {
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
     "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX",
-    "RCOLL_SHM_BUDGET"};
+    "RCOLL_SHM_BUDGET",  "RCOLL_RAIL_FAILOVER"};
 
 int rcoll_config_is_shared(int i)
 {

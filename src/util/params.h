@@ -35,6 +35,8 @@ typedef struct {
     int tcp_nsocks;
     const char *tcp_connect;    /* auto | eager | lazy */
     int tcp_rails;              /* interfaces per rank TCP uses, 1-4 */
+    int rail_failover;          /* a lost socket's traffic moves over */
+    double rail_timeout;        /* TCP_USER_TIMEOUT there, seconds */
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */

@@ -5,7 +5,8 @@
  * tcp_data.c is the data path (sends, reads, receives in place, credits,
  * failures of a peer), tcp_ctx.c the context (sockets set up and torn
  * down, the ops table), tcp_sock.c a socket taken into use (by both
- * set-ups), tcp_lazy.c connections on first use, tcp_rails.c rails.
+ * set-ups), tcp_lazy.c connections on first use, tcp_rails.c rails,
+ * tcp_failover.c a rail's loss survived.
  *
  * Wire format per socket: a tcp_wire_t header, then `hdr.len` payload bytes
  * for DATA. Credits ride in every header. BYE says a rank destroyed the
@@ -27,7 +28,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
+enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
+       TCP_RAIL = 5 };
+#define TCP_F_RESENT 1u /* DATA: a copy sent again after a rail failed */
 #define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
 #define TCP_NPLACE 8 /* receives in place per peer at a time */
@@ -86,14 +89,20 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4 };
 #define TCP_SLOT_BUDGET 4096
 #define TCP_SLOT_MAX 1024
 /* Messages queued while the socket takes no more (each ~80 bytes): a
- * send that finds the queue full is retried, as one without a credit */
+ * send that finds the queue full is retried, as one without a credit.
+ * TCP_TXQ_CTL more entries are kept for control messages (a credit, the
+ * failover notices). */
 #define TCP_TXQ_MAX 64
+#define TCP_TXQ_CTL 6
 #define TCP_RING_MUL 4
 #define TCP_RING_ALIGN 64u
 
 typedef struct {
     uint32_t type;
     uint32_t credits;
+    uint32_t lseq;     /* DATA: the message's number from this rank to the
+                          peer (mod 2^32); RAIL: the next such number */
+    uint32_t flags;    /* DATA: TCP_F_RESENT; RAIL: the failed socket */
     rcoll_msg_hdr_t hdr;
 } tcp_wire_t;
 
@@ -167,6 +176,18 @@ typedef struct {
     size_t tx_ring_used;      /* its bytes not credited back */
     tcp_txitem_t *txq;        /* ring */
     int txq_cap, txq_head, txq_count;
+    /* failover (tcp_failover.c): per message not yet credited back, in
+     * the same order, a copy of it (an ep that may fail over sends from
+     * copies, so that the messages a failed rail lost can go again) */
+    char **tx_keep;           /*   its payload's copy (NULL: none) */
+    rcoll_msg_hdr_t *tx_hdr;  /*   its header */
+    uint32_t *tx_lseq;        /*   its number */
+    char *keep_ring;          /* copies of small payloads, laid out as the
+                                 peer's ring (ring_size, lazily) */
+    char **keep_pool;         /* free copy buffers of big ones */
+    char **keep_all;          /* every one allocated (nkeep) */
+    int nkeep_free, nkeep;
+    uint32_t *slot_lseq;      /* receive side: each slot's message number */
     int want_out;
     int rx_run;               /* reads that got data since our last data
                                  message (credits do not count) */
@@ -179,6 +200,12 @@ typedef struct {
     int allocated;            /* tcp_sock_alloc succeeded */
     int bye;                  /* the peer said goodbye on this socket */
     int ended;                /* EOF, reset or abort on this socket */
+    int lost;                 /* it ended and the peer is reached over
+                                 the other sockets: failing over */
+    int down;                 /*   and tcp_fo_poll has taken it down */
+    uint32_t told;            /* the lost sockets (bits) whose loss this
+                                 one has told the peer of */
+    char lost_why[160];
     int closed;               /* fd closed (bye/abort/error) */
     rcoll_lane_stats_t st;
 } tcp_sock_t;
@@ -200,6 +227,22 @@ struct tcp_ep {
         size_t landed;        /* payload bytes read straight into dst */
     } place[TCP_NPLACE];
     int nplace;
+    /* failover (tcp_failover.c) */
+    int fo;                   /* may fail over: -1 not known yet */
+    int active;               /* a socket failed: messages are found by
+                                 number, not by socket i mod n */
+    int lost_pending;         /* a socket lost, not yet taken down */
+    uint32_t down_mask;       /* the sockets taken down (bits) */
+    int cur;                  /* where the message peeked last is: a
+                                 socket, or -1 - i for side[i] */
+    int tx_rr;                /* the socket resends start at */
+    uint32_t rx_upto;         /* the peer's notice: its messages below this
+                                 number may come out of order */
+    int have_upto;
+    struct tcp_resend *resend; /* copies to send again, oldest first */
+    int nresend, resend_head, resend_cap, draining;
+    struct tcp_side **side;   /* messages taken out of order from slots */
+    int nside, side_cap;
 };
 
 struct rcoll_tl_ctx {
@@ -221,6 +264,10 @@ struct rcoll_tl_ctx {
     tcp_ep_t **eps;           /* by rank */
     uint64_t placed_bytes;    /* payload read straight into receivers'
                                  buffers (tcp_recv_place) */
+    int nactive;              /* eps with a lost socket */
+    uint64_t rails_down;      /* sockets lost and failed over */
+    uint64_t resent;          /* messages sent again over another socket */
+    uint64_t taken_aside;     /* messages moved out of their slots */
 };
 
 typedef struct {
@@ -270,10 +317,64 @@ void tcp_lazy_connect(tcp_ep_t *ep);
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx);
 void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
 
-/* tcp_data.c, for tcp_ctx.c */
+/* tcp_rails.c: whether an ep may fail over (RCOLL_RAIL_FAILOVER, two
+ * sockets over two pairs of rails; known once the rails are). */
+int tcp_ep_fo(tcp_ep_t *ep);
+/* tcp_sock.c: a copy of a payload for the message at the send FIFO's
+ * slot i (NULL: out of memory or none needed, len 0); its credit came
+ * back; the copies freed. */
+char *tcp_keep(tcp_sock_t *s, int i, const rcoll_msg_hdr_t *hdr,
+               uint32_t lseq, size_t ring_off, int big, const void *payload);
+void tcp_keep_credit(tcp_sock_t *s, int i);
+void tcp_keep_free(tcp_sock_t *s);
+
+/* tcp_failover.c: surviving the loss of a socket (a rail) while another
+ * reaches the peer, above the data path. tcp_sock_end (tcp_data.c) marks
+ * a lost socket; tcp_fo_poll takes it down (warning, copies queued to go
+ * again), tells the peer on every other socket and sends the copies as
+ * credits allow. The ops that the context installs run it first: sends,
+ * receives, socket events and the engine's turns (tcp_fo_tick). */
+void tcp_fo_poll(tcp_ep_t *ep);
+void tcp_resend_drain(tcp_ep_t *ep);
+rcoll_status_t tcp_fo_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                           const void *payload, void *cookie, int flags,
+                           size_t xfer);
+rcoll_status_t tcp_fo_recv_peek(rcoll_tl_ep_t *tep,
+                                const rcoll_msg_hdr_t **hdr,
+                                const void **payload);
+void tcp_fo_recv_release(rcoll_tl_ep_t *tep);
+void tcp_fo_event(rcoll_ev_handler_t *h, uint32_t events);
+void tcp_fo_tick(struct rcoll_tl_ctx *ctx);
+void tcp_fo_free(tcp_ep_t *ep);
+
+/* a before b, in message numbers mod 2^32 */
+static inline int tcp_lseq_before(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) < 0;
+}
+
+/* tcp_data.c, for tcp_ctx.c and tcp_failover.c */
+/* Queues one DATA message on s (copying it when the ep may fail over):
+ * RCOLL_INPROGRESS when s has no credit or room for it now. */
+rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, void *cookie, uint32_t lseq,
+                        uint32_t flags);
+tcp_txitem_t *tcp_txq_push(tcp_sock_t *s, uint32_t type,
+                           const rcoll_msg_hdr_t *hdr, const void *payload,
+                           void *cookie);
+void tcp_sock_release(tcp_sock_t *s);
+/* the socket a new message goes to: i mod n, or once a socket was lost
+ * the next one not lost */
+tcp_sock_t *tcp_tx_sock(tcp_ep_t *ep);
 /* The link to the peer is gone or cannot be made: its sockets close and
  * the communicator fails with st and "rank P (HOST pid N): what" (once). */
 void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what);
+/* the same with RCOLL_ERR_REMOTE, `what` and strerror(err) when err */
+void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err);
+/* an operation needs the peer: its failure, as an error */
+rcoll_status_t tcp_ep_error(tcp_ep_t *ep);
+/* one socket ended: failed over, or the peer failed (tcp_data.c) */
+void tcp_sock_end(tcp_sock_t *s, const char *what, int err);
 void tcp_sock_close(tcp_sock_t *s);
 void tcp_sock_write(tcp_sock_t *s);
 rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,

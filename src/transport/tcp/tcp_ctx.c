@@ -32,11 +32,14 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
         free(s->tx_isbig);
         free(s->slot_pay);
         free(s->slot_hdr);
+        free(s->slot_lseq);
+        tcp_keep_free(s);
         for (int j = 0; s->txq && j < s->txq_count; j++)
             free(s->txq[(s->txq_head + j) % s->txq_cap].own);
         free(s->txq);
         free(s->rb);
     }
+    tcp_fo_free(ep);
     free(ep->socks);
     free(ep);
 }
@@ -44,7 +47,7 @@ static void tcp_ep_free(tcp_ep_t *ep, int nsocks)
 /* A socket before it is connected: no fd, no buffers yet. */
 static void tcp_sock_shell(tcp_ep_t *ep, tcp_sock_t *s, int k)
 {
-    s->h.cb = tcp_sock_event;
+    s->h.cb = tcp_fo_event;
     s->ep = ep;
     s->fd = -1;
     s->closed = 1;
@@ -81,6 +84,7 @@ static rcoll_status_t tcp_alloc_eps(struct rcoll_tl_ctx *ctx,
         ctx->eps[i] = ep;
         ep->ctx = ctx;
         ep->peer = i;
+        ep->fo = -1; /* known once the rails are */
         for (int k = 0; k < ctx->nsocks; k++) {
             tcp_sock_shell(ep, &ep->socks[k], k);
             if (!ctx->lazy && tcp_sock_init(ctx, ep, &ep->socks[k], k) != 0)
@@ -481,7 +485,8 @@ static size_t tcp_peer_bytes(size_t chunk, int nslots, char *what,
              "size + a %u-%u KiB ring for messages up to 4-16 KiB, the "
              "bigger in smaller communicators, %u KiB per rank in all up to "
              "17 ranks; malloc, on first use); sends go from the caller's "
-             "buffer; per peer connected: every TCP peer, or from 33 ranks "
+             "buffer, or, to a peer over two rails or more, from copies "
+             "(as much again: RCOLL_RAIL_FAILOVER); per peer connected: every TCP peer, or from 33 ranks "
              "only those it talks to (RCOLL_TCP_CONNECT)", k, nslots,
              TCP_RING_MUL * (unsigned)nslots * TCP_SMALL / 1024,
              TCP_RING_MUL * (unsigned)nslots * TCP_SMALL_MAX / 1024,
@@ -594,6 +599,15 @@ static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
             ctx->lazy ? "on first use" : "at init", socks);
     rcoll_lanes_print(f, "socket k of every peer", n, sum);
     tcp_rails_stats(ctx, f);
+    fprintf(f, "rcoll:     failover (RCOLL_RAIL_FAILOVER=%d): %llu sockets "
+            "lost, %llu messages sent again, %llu received out of order "
+            "and set aside\n", rcoll_config.rail_failover,
+            (unsigned long long)__atomic_load_n(&ctx->rails_down,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->resent,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->taken_aside,
+                                                __ATOMIC_RELAXED));
 }
 
 /* Sends: a socket not connected yet (connections on first use) is
@@ -604,7 +618,7 @@ static rcoll_status_t tcp_send_op(rcoll_tl_ep_t *tep,
                                   int flags, size_t xfer)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
+    tcp_sock_t *s = tcp_tx_sock(ep);
     if (s->fd < 0 && ep->ctx->lazy && !ep->failed && !s->ended) {
         tcp_lazy_connect(ep);
         if (ep->failed)
@@ -612,7 +626,7 @@ static rcoll_status_t tcp_send_op(rcoll_tl_ep_t *tep,
         rcoll_lane_add(&s->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
     }
-    return tcp_send(tep, hdr, payload, cookie, flags, xfer);
+    return tcp_fo_send(tep, hdr, payload, cookie, flags, xfer);
 }
 
 /* Handshakes on first use time out and their ends are freed on every
@@ -621,6 +635,7 @@ static int tcp_progress(rcoll_tl_ctx_t *ctx)
 {
     if (ctx->conns || ctx->dead)
         tcp_lazy_tick(ctx);
+    tcp_fo_tick(ctx);
     return 0;
 }
 
@@ -638,8 +653,8 @@ const rcoll_tl_ops_t rcoll_tl_tcp_ops = {
     .fd_lanes = tcp_fd_lanes,
     .ctx_create = tcp_ctx_create,
     .send = tcp_send_op,
-    .recv_peek = tcp_recv_peek,
-    .recv_release = tcp_recv_release,
+    .recv_peek = tcp_fo_recv_peek,
+    .recv_release = tcp_fo_recv_release,
     .recv_full = tcp_recv_full,
     .lanes = tcp_lanes,
     .paths = tcp_paths,

@@ -3,7 +3,6 @@
  * credits, and a peer's failure. */
 #include "transport/tcp/tcp.h"
 
-static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err);
 
 /* Arms or disarms EPOLLOUT. A failed MOD would lose the wake-up a queued
  * send waits for (it would stall until RCOLL_TIMEOUT), so it fails the
@@ -33,7 +32,7 @@ void tcp_sock_close(tcp_sock_t *s)
 }
 
 /* The link to this peer is gone: tell the communicator (once). */
-static void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
+void tcp_ep_fail(tcp_ep_t *ep, const char *what, int err)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (ep->failed)
@@ -65,16 +64,42 @@ void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what)
     ctx->p.ev->peer_failed(ctx->p.ev->arg, ep->peer, st, ep->fail_msg);
 }
 
-/* One socket of a peer ended (EOF, reset, abort notice). What the peer
+static void tcp_ep_activate(tcp_ep_t *ep)
+{
+    if (!ep->active) {
+        ep->active = 1;
+        ep->ctx->nactive++;
+    }
+}
+
+/* One socket of a peer ended (EOF, reset, timeout, abort notice). When
+ * the peer is reached over another socket and did not abort or say
+ * goodbye, the ep fails over: the socket is marked lost and closed here,
+ * and tcp_fo_poll (tcp_failover.c), which every entry point of the
+ * transport runs once a socket was lost, warns, tells the peer and sends
+ * its messages again. Otherwise what the peer
  * sent before that on its other sockets is still read (a peer that aborts
  * or dies right after its last message must not lose it); the peer counts
  * as failed once all its sockets ended, or as soon as an operation needs
  * an ended socket. */
-static void tcp_sock_end(tcp_sock_t *s, const char *what, int err)
+void tcp_sock_end(tcp_sock_t *s, const char *what, int err)
 {
     tcp_ep_t *ep = s->ep;
+    int live = 0;
     if (s->ended || ep->failed)
         return;
+    for (int k = 0; k < ep->ctx->nsocks; k++)
+        live += k != s->idx && !ep->socks[k].ended;
+    if (live && tcp_ep_fo(ep) == 1 && !ep->aborted && !ep->bye) {
+        snprintf(s->lost_why, sizeof(s->lost_why), "%s%s%s", what,
+                 err ? ": " : "", err ? strerror(err) : "");
+        s->ended = s->lost = 1;
+        ep->nended++;
+        ep->lost_pending = 1;
+        tcp_ep_activate(ep);
+        tcp_sock_close(s);
+        return;
+    }
     if (!ep->end_what[0])
         snprintf(ep->end_what, sizeof(ep->end_what), "%s%s%s", what,
                  err ? ": " : "", err ? strerror(err) : "");
@@ -85,7 +110,7 @@ static void tcp_sock_end(tcp_sock_t *s, const char *what, int err)
 }
 
 /* An operation needs this socket: the peer's failure, as an error. */
-static rcoll_status_t tcp_ep_error(tcp_ep_t *ep)
+rcoll_status_t tcp_ep_error(tcp_ep_t *ep)
 {
     tcp_ep_fail(ep, "connection ended", 0);
     return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
@@ -123,12 +148,12 @@ static int tcp_ring_tight(const tcp_sock_t *s)
 
 /* ---- send side ---- */
 
-static int tcp_txq_push(tcp_sock_t *s, uint32_t type,
-                        const rcoll_msg_hdr_t *hdr, const void *payload,
-                        void *cookie)
+tcp_txitem_t *tcp_txq_push(tcp_sock_t *s, uint32_t type,
+                           const rcoll_msg_hdr_t *hdr, const void *payload,
+                           void *cookie)
 {
     if (s->txq_count == s->txq_cap)
-        return -1;
+        return NULL;
     tcp_txitem_t *it = &s->txq[(s->txq_head + s->txq_count) % s->txq_cap];
     memset(it, 0, sizeof(*it));
     it->wire.type = type;
@@ -138,7 +163,7 @@ static int tcp_txq_push(tcp_sock_t *s, uint32_t type,
     it->has_payload = type == TCP_DATA && hdr && hdr->len > 0;
     it->cookie = cookie;
     s->txq_count++;
-    return 0;
+    return it;
 }
 
 /* Writes as much of the queue as the socket takes. */
@@ -215,27 +240,19 @@ void tcp_sock_write(tcp_sock_t *s)
     }
 }
 
-rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
-                               const void *payload, void *cookie, int flags,
-                               size_t xfer)
+rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, void *cookie, uint32_t lseq,
+                        uint32_t flags)
 {
-    (void)flags; /* the payload is copied onto the wire anyway */
-    (void)xfer;
-    tcp_ep_t *ep = (tcp_ep_t *)tep;
-    tcp_sock_t *s = &ep->socks[ep->tx_seq % (uint64_t)ep->ctx->nsocks];
-    if (ep->failed || s->ended)
-        return tcp_ep_error(ep);
-    if (s->bye || s->closed)
-        return rcoll__set_error(RCOLL_ERR_REMOTE,
-                                "rank %d already destroyed the communicator",
-                                ep->peer);
+    tcp_ep_t *ep = s->ep;
     int big = hdr->len > ep->ctx->small;
     size_t tail = s->tx_ring_tail, off;
     uint32_t ring = tcp_ring_place(&tail, ep->ctx->ring_size, ep->ctx->small,
                                    hdr->len, &off);
     if (!rcoll_slots_can_send(&s->sl) ||
         (big && s->tx_big_out >= ep->ctx->nbig) ||
-        s->tx_ring_used + ring > ep->ctx->ring_size) {
+        s->tx_ring_used + ring > ep->ctx->ring_size ||
+        s->txq_count >= s->txq_cap - TCP_TXQ_CTL) {
         rcoll_lane_add(&s->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
     }
@@ -243,21 +260,63 @@ rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "tcp: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ep->ctx->p.chunk_size);
-    if (tcp_txq_push(s, TCP_DATA, hdr, payload, cookie) != 0) {
-        rcoll_lane_add(&s->st.tx_waits, 1);
-        return RCOLL_INPROGRESS;
+    int n = ep->ctx->nslots, i = (s->tx_fifo_head + s->tx_fifo_count) % n;
+    if (ep->fo == 1) {
+        /* from a copy, so that a failed socket's messages can go again;
+         * the caller's buffer is free at once */
+        const char *keep = tcp_keep(s, i, hdr, lseq, off, big, payload);
+        if (!keep && hdr->len)
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory "
+                                    "for a copy of a %u-byte message to "
+                                    "rank %d", hdr->len, ep->peer);
+        payload = keep;
     }
+    tcp_txitem_t *it = tcp_txq_push(s, TCP_DATA, hdr, payload,
+                                    ep->fo == 1 ? NULL : cookie);
+    it->wire.lseq = lseq;
+    it->wire.flags = flags;
     rcoll_slots_sent(&s->sl);
     rcoll_lane_sent(&s->st, hdr->len);
-    int n = ep->ctx->nslots, i = (s->tx_fifo_head + s->tx_fifo_count++) % n;
+    s->tx_fifo_count++;
     s->tx_isbig[i] = (unsigned char)big;
     s->tx_ring[i] = ring;
     s->tx_big_out += big;
     s->tx_ring_tail = tail;
     s->tx_ring_used += ring;
-    ep->tx_seq++;
+    if (ep->fo == 1 && cookie)
+        ep->ctx->p.ev->send_done(ep->ctx->p.ev->arg, cookie);
     tcp_sock_write(s);
     return RCOLL_OK;
+}
+
+rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
+                        const void *payload, void *cookie, int flags,
+                        size_t xfer)
+{
+    (void)flags; /* the payload is copied onto the wire anyway */
+    (void)xfer;
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    if (ep->fo < 0)
+        tcp_ep_fo(ep);
+    if (ep->nresend > ep->resend_head && !ep->failed)
+        return RCOLL_INPROGRESS; /* a lost socket's messages go first */
+    tcp_sock_t *s = tcp_tx_sock(ep);
+    if (ep->failed || s->ended)
+        return tcp_ep_error(ep);
+    if (s->bye || s->closed)
+        return rcoll__set_error(RCOLL_ERR_REMOTE,
+                                "rank %d already destroyed the communicator",
+                                ep->peer);
+    rcoll_status_t st = tcp_push(s, hdr, payload, cookie,
+                                 (uint32_t)ep->tx_seq, 0);
+    if (st == RCOLL_OK)
+        ep->tx_seq++;
+    if (st == RCOLL_OK && ep->fo == 1 && !ep->nended && !s->closed &&
+        rcoll_fault("tcp_sock_drop")) { /* (tests: one socket lost) */
+        shutdown(s->fd, SHUT_RDWR);
+        tcp_sock_end(s, "dropped for RCOLL_FAULT=tcp_sock_drop", 0);
+    }
+    return st;
 }
 
 /* Withdraws the queued sends of an operation that failed (transport op
@@ -307,6 +366,15 @@ void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
             tcp_sock_revoke(&ctx->eps[i]->socks[k], cookie);
 }
 
+tcp_sock_t *tcp_tx_sock(tcp_ep_t *ep)
+{
+    int n = ep->ctx->nsocks, k = (int)(ep->tx_seq % (uint64_t)n);
+    for (int i = 0; ep->active && i < n; i++)
+        if (!ep->socks[(k + i) % n].ended)
+            return &ep->socks[(k + i) % n];
+    return &ep->socks[k];
+}
+
 /* ---- receive side ---- */
 
 static int tcp_handle_wire(tcp_sock_t *s)
@@ -321,6 +389,8 @@ static int tcp_handle_wire(tcp_sock_t *s)
     }
     /* the slots free in order: the oldest messages' */
     for (uint32_t i = 0; i < w->credits; i++) {
+        if (s->tx_keep)
+            tcp_keep_credit(s, s->tx_fifo_head);
         s->tx_big_out -= s->tx_isbig[s->tx_fifo_head];
         s->tx_ring_used -= s->tx_ring[s->tx_fifo_head];
         s->tx_fifo_head = (s->tx_fifo_head + 1) % ep->ctx->nslots;
@@ -329,6 +399,28 @@ static int tcp_handle_wire(tcp_sock_t *s)
     switch (w->type) {
     case TCP_CREDIT:
         return 0;
+    case TCP_RAIL: /* the peer lost socket `flags` */
+        if (w->flags >= (uint32_t)ep->ctx->nsocks ||
+            w->flags == (uint32_t)s->idx) {
+            tcp_ep_fail(ep, "protocol error: a failover notice names a "
+                        "wrong socket", 0);
+            return -1;
+        }
+        if (tcp_ep_fo(ep) != 1) {
+            tcp_ep_fail(ep, "it failed over from a lost socket, which this "
+                        "rank cannot do (one rail to it, or "
+                        "RCOLL_RAIL_FAILOVER=0)", 0);
+            return -1;
+        }
+        if (!ep->have_upto || tcp_lseq_before(ep->rx_upto, w->lseq)) {
+            ep->rx_upto = w->lseq;
+            ep->have_upto = 1;
+        }
+        tcp_ep_activate(ep);
+        char why[64];
+        snprintf(why, sizeof(why), "rank %d found it failed", ep->peer);
+        tcp_sock_end(&ep->socks[w->flags], why, 0);
+        return s->closed ? -1 : 0;
     case TCP_BYE:
         ep->bye = 1;
         s->bye = 1;
@@ -620,6 +712,7 @@ static void tcp_sock_read(tcp_sock_t *s)
             }
             int slot = rcoll_slots_next(&s->sl); /* free: checked above */
             s->slot_hdr[slot] = s->rx_wire.hdr;
+            s->slot_lseq[slot] = s->rx_wire.lseq;
             int big = s->rx_wire.hdr.len > ep->ctx->small;
             s->slot_isbig[slot] = (unsigned char)big;
             size_t off;
@@ -644,7 +737,11 @@ static void tcp_sock_read(tcp_sock_t *s)
                 rcoll_slots_arrived(&s->sl);
                 continue;
             }
-            s->slot_pay[slot] = tcp_place_find(ep, &s->rx_wire.hdr);
+            /* (a copy sent again may be one that arrived already, and
+             * its operation may have moved on: never into place) */
+            s->slot_pay[slot] = s->rx_wire.flags & TCP_F_RESENT
+                                    ? NULL
+                                    : tcp_place_find(ep, &s->rx_wire.hdr);
             if (!s->slot_pay[slot] &&
                 !(s->slot_pay[slot] = tcp_slot_buf(s, slot))) {
                 tcp_ep_fail(ep, "out of memory for a receive slot", ENOMEM);
@@ -694,7 +791,8 @@ rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
                                     const void **payload)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
+    ep->cur = (int)(ep->rx_seq % (uint64_t)ep->ctx->nsocks);
+    tcp_sock_t *s = &ep->socks[ep->cur];
     if (s->sl.count == 0) {
         if (ep->failed || s->ended)
             return tcp_ep_error(ep);
@@ -709,10 +807,9 @@ rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
     return RCOLL_OK;
 }
 
-void tcp_recv_release(rcoll_tl_ep_t *tep)
+void tcp_sock_release(tcp_sock_t *s)
 {
-    tcp_ep_t *ep = (tcp_ep_t *)tep;
-    tcp_sock_t *s = &ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks];
+    tcp_ep_t *ep = s->ep;
     int slot = s->sl.head;
     rcoll_lane_received(&s->st, s->slot_hdr[slot].len);
     if (s->slot_isbig[slot]) {
@@ -728,7 +825,6 @@ void tcp_recv_release(rcoll_tl_ep_t *tep)
     int half = rcoll_slots_release(&s->sl) ||
                rcoll_slots_half(s->rx_big_owed, ep->ctx->nbig) ||
                2 * s->rx_ring_owed >= ep->ctx->ring_size;
-    ep->rx_seq++;
     /* Credits go back with our next message to that peer, or alone once
      * half the slots are owed, or when the engine runs out of work
      * (tcp_idle): a message alone costs a system call on each side, and
@@ -737,6 +833,13 @@ void tcp_recv_release(rcoll_tl_ep_t *tep)
      * credits that we sit on while it has none. */
     if (half && s->txq_count == 0 && !s->bye && !s->closed)
         tcp_sock_write(s);
+}
+
+void tcp_recv_release(rcoll_tl_ep_t *tep)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)tep;
+    tcp_sock_release(&ep->socks[ep->rx_seq % (uint64_t)ep->ctx->nsocks]);
+    ep->rx_seq++;
 }
 
 int tcp_recv_full(rcoll_tl_ep_t *tep)

@@ -223,3 +223,20 @@ void tcp_rails_str(const tcp_rails_t *rs, char *buf, size_t len)
                                 rs->rail[i].prefix);
     }
 }
+
+int tcp_ep_fo(tcp_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    uint8_t pairs[TCP_MAX_RAILS][2];
+    if (ep->fo >= 0)
+        return ep->fo;
+    if (!rcoll_config.rail_failover || ctx->nsocks < 2)
+        return ep->fo = 0;
+    if (!ctx->rails || !ctx->rails[ctx->p.rank].nrails ||
+        !ctx->rails[ep->peer].nrails)
+        return 0; /* the rails are not known yet */
+    ep->fo = tcp_rails_pair(&ctx->rails[ctx->p.rank], &ctx->rails[ep->peer],
+                            pairs) >= 2 ||
+             rcoll_fault("tcp_failover_any"); /* (tests: one rail) */
+    return ep->fo;
+}

@@ -32,11 +32,12 @@ int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
     if (s->allocated)
         return 0;
     rcoll_slots_init(&s->sl, ctx->nslots);
-    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + 4;
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + TCP_TXQ_CTL;
     s->slot_off = calloc(ns, sizeof(uint32_t));
     s->slot_ring = calloc(ns, sizeof(uint32_t));
     s->tx_ring = calloc(ns, sizeof(uint32_t));
     s->slot_hdr = calloc(ns, sizeof(rcoll_msg_hdr_t));
+    s->slot_lseq = calloc(ns, sizeof(uint32_t));
     s->slot_pay = calloc(ns, sizeof(char *));
     s->slot_big = calloc(ns, sizeof(char *));
     s->slot_isbig = calloc(ns, 1);
@@ -45,7 +46,7 @@ int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
     s->pool_all = calloc(nb, sizeof(char *));
     s->txq = calloc((size_t)s->txq_cap, sizeof(tcp_txitem_t));
     if (!s->slot_off || !s->slot_ring || !s->tx_ring || !s->slot_hdr ||
-        !s->slot_pay || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
+        !s->slot_pay || !s->slot_lseq || !s->slot_big || !s->slot_isbig || !s->tx_isbig ||
         !s->pool || !s->pool_all || !s->txq)
         return -1;
     s->allocated = 1;
@@ -76,6 +77,14 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     int sz = (int)RCOLL_MIN(want, 8u << 20);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    /* where a failed rail's traffic can move to another, data that stays
+     * unacknowledged RCOLL_RAIL_TIMEOUT ends the socket (ETIMEDOUT), so
+     * that a lost link is found in seconds, not after TCP's minutes of
+     * retransmissions (the kernel acknowledges; a busy peer process does
+     * not hold it up) */
+    unsigned ms = (unsigned)(rcoll_config.rail_timeout * 1000.0);
+    if (tcp_ep_fo(ep) == 1 && ms > 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
                              .data.ptr = &s->h};
     if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -100,4 +109,79 @@ rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
         "%d): set them the same on every rank", p->rank, h->rank,
         ctx->nsocks, h->nsocks, p->chunk_size,
         (unsigned long long)h->chunk_size, p->nslots, h->nslots);
+}
+
+/* ---- copies of what a peer that may fail over has in flight ---- */
+
+static int keep_alloc(tcp_sock_t *s)
+{
+    struct rcoll_tl_ctx *ctx = s->ep->ctx;
+    size_t n = (size_t)ctx->nslots, nb = (size_t)ctx->nbig;
+    char **keep = calloc(n, sizeof(char *));
+    rcoll_msg_hdr_t *hdr = calloc(n, sizeof(rcoll_msg_hdr_t));
+    uint32_t *lseq = calloc(n, sizeof(uint32_t));
+    char **pool = calloc(nb, sizeof(char *)), **all = calloc(nb, sizeof(char *));
+    if (!keep || !hdr || !lseq || !pool || !all) {
+        free(keep);
+        free(hdr);
+        free(lseq);
+        free(pool);
+        free(all);
+        return -1;
+    }
+    s->tx_keep = keep;
+    s->tx_hdr = hdr;
+    s->tx_lseq = lseq;
+    s->keep_pool = pool;
+    s->keep_all = all;
+    return 0;
+}
+
+char *tcp_keep(tcp_sock_t *s, int i, const rcoll_msg_hdr_t *hdr,
+               uint32_t lseq, size_t ring_off, int big, const void *payload)
+{
+    struct rcoll_tl_ctx *ctx = s->ep->ctx;
+    char *b = NULL;
+    if (!s->tx_keep && keep_alloc(s) != 0)
+        return NULL;
+    s->tx_hdr[i] = *hdr;
+    s->tx_lseq[i] = lseq;
+    s->tx_keep[i] = NULL;
+    if (!hdr->len)
+        return NULL;
+    if (!big) {
+        /* the same offset as in the peer's ring: the credits that keep
+         * its ring from overflowing keep these copies apart */
+        if (!s->keep_ring && !(s->keep_ring = malloc(ctx->ring_size)))
+            return NULL;
+        b = s->keep_ring + ring_off;
+    } else if (s->nkeep_free > 0) {
+        b = s->keep_pool[--s->nkeep_free];
+    } else if (s->nkeep < ctx->nbig && (b = malloc(ctx->p.chunk_size))) {
+        s->keep_all[s->nkeep++] = b;
+    }
+    if (b) {
+        memcpy(b, payload, hdr->len);
+        s->tx_keep[i] = b;
+    }
+    return b;
+}
+
+void tcp_keep_credit(tcp_sock_t *s, int i)
+{
+    if (s->tx_isbig[i] && s->tx_keep[i])
+        s->keep_pool[s->nkeep_free++] = s->tx_keep[i];
+    s->tx_keep[i] = NULL;
+}
+
+void tcp_keep_free(tcp_sock_t *s)
+{
+    for (int j = 0; j < s->nkeep; j++)
+        free(s->keep_all[j]);
+    free(s->keep_all);
+    free(s->keep_pool);
+    free(s->keep_ring);
+    free(s->tx_keep);
+    free(s->tx_hdr);
+    free(s->tx_lseq);
 }

@@ -1,0 +1,46 @@
+#!/bin/sh
+# TCP failover over loopback: RCOLL_FAULT=tcp_failover_any lets a peer's
+# sockets fail over with one rail, and tcp_sock_drop:K shuts down the
+# socket of rank 1's K-th send right after queueing it, as if its rail
+# had failed with messages in flight both ways (one rank only: two ranks
+# dropping different sockets of one pair would leave it none, and that
+# is a failure to name, tests/test_fail and the fault campaign). Each run must finish
+# bit-exact (test_coll's matrix, test_p2p's exchanges), with warnings that
+# name the failed socket and the peer. K and the settings vary what is in
+# flight: the first messages, mid-run, small chunks with few slots (many
+# messages resent and received out of order), connections on first use
+# with checksums and three sockets per peer, point-to-point.
+# Usage: test_tcp_failover.sh BUILD
+B=$1
+L=$B/tests/logs
+mkdir -p "$L"
+fails=0
+run() { # run NAME K ENV... -- PROGRAM ARGS...
+    name=$1; k=$2; shift 2
+    envs=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    out="$L/tcp_failover_$name.out"
+    env $envs RCOLL_TRANSPORTS=tcp RCOLL_TIMEOUT=30 \
+        RCOLL_FAULT=tcp_failover_any DROP=tcp_sock_drop:$k \
+        "$B/tools/rcoll-run" -n 4 sh -c '[ "$RCOLL_RANK" = 1 ] &&
+            export RCOLL_FAULT="$RCOLL_FAULT,$DROP"; exec "$@"' sh "$@" \
+        > "$out" 2>&1
+    rc=$?
+    n=$(grep -c "failed (.*go again" "$out")
+    printf '%-10s drop at send %4d: exit %d, %d failovers, %s\n' "$name" "$k" \
+        $rc "$n" "$(grep -h 'ranks,.*failures' "$out" | tail -n 1)"
+    if [ $rc -ne 0 ] || [ "$n" -lt 2 ] ||
+        ! grep -q "0 failures on all ranks" "$out"; then
+        echo "FAIL: $name"; tail -n 8 "$out"; fails=$((fails + 1))
+    fi
+}
+N="-q -N 0,1,7,1023,131073"
+run first 3 -- "$B/tests/test_coll" $N
+run mid 500 -- "$B/tests/test_coll" $N
+run small 150 RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- "$B/tests/test_coll" $N
+run lazy 900 RCOLL_TCP_CONNECT=lazy RCOLL_CHECKSUM=1 RCOLL_TCP_NSOCKS=3 \
+    -- "$B/tests/test_coll" $N
+run p2p 300 -- "$B/tests/test_p2p"
+[ $fails -eq 0 ] || exit 1
+echo "ok: every run failed over and finished bit-exact"
