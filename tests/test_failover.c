@@ -5,11 +5,12 @@
  * Prints the milliseconds each block of 50 iterations took, so that a log
  * shows the stall when a rail fails and the rate after it; at the end,
  * whether the communicator's asynchronous error is still RCOLL_OK.
- * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-d 1]
+ * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-d 1] [-p MS]
  * -s FILE: rank 0 creates FILE after the first block (the script cuts the
  * link once it exists); -d 1: each rank dumps its communicator's state
- * (transport counters) at the end. Exits 1 on a wrong result or an
- * error. */
+ * (transport counters) at the end; -p MS: rank 1 sleeps MS milliseconds
+ * after iteration 50 with its peers' data in flight (a stopped rank, not
+ * a lost link). Exits 1 on a wrong result or an error. */
 #include <rcoll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ static int32_t val(int r, size_t j, int i)
 
 int main(int argc, char **argv)
 {
-    int iters = 1000, rank, n, bad = 0, dump = 0;
+    int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0;
     size_t count = 65536;
     const char *start = NULL;
     for (int a = 1; a + 1 < argc; a += 2) {
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
             start = argv[a + 1];
         else if (!strcmp(argv[a], "-d"))
             dump = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "-p"))
+            pause_ms = atoi(argv[a + 1]);
     }
     rcoll_comm_t c;
     if (rcoll_comm_init_env(&c) != RCOLL_OK) {
@@ -64,6 +67,11 @@ int main(int argc, char **argv)
     }
     double t0 = now();
     for (int i = 0; i < iters && !bad; i++) {
+        if (i == 50 && rank == 1 && pause_ms > 0) {
+            struct timespec ts = {pause_ms / 1000,
+                                  (long)(pause_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         for (size_t j = 0; j < count; j++)
             in[j] = val(rank, j, i);
         rcoll_status_t st = rcoll_allreduce(in, out, count, RCOLL_INT32,

@@ -425,7 +425,8 @@ static int stream(end_t *a, end_t *b, int n, unsigned *seed,
                 pay[j] = pattern((uint64_t)sent, j);
             rcoll_status_t st = tcp_send((rcoll_tl_ep_t *)a->ep, &h, pay, pay, 0,
                                          h.len);
-            if (sa->txq_count >= sa->txq_cap - TCP_TXQ_CTL) /* DATA's */
+            if (sa->txq_count >=
+                sa->txq_cap - TCP_TXQ_CTL(a->ep->ctx->nsocks)) /* DATA's */
                 stream_txq_full++;
             if (st != RCOLL_OK) {
                 free(pay);

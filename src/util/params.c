@@ -266,9 +266,11 @@ static const param_t params[] = {
       "the rail and the peer (sends then go from a copy); 0: the peer "
       "fails as over one rail"),
     P("RAIL_TIMEOUT", "10", "seconds", rail_timeout, seconds,
-      "a TCP socket whose sent data stays unacknowledged this long is taken "
-      "for failed (TCP_USER_TIMEOUT; only where RCOLL_RAIL_FAILOVER can move "
-      "its traffic to another rail); 0: the kernel's default (minutes)"),
+      "where RCOLL_RAIL_FAILOVER can move a TCP socket's traffic to "
+      "another rail, data unacknowledged this long ends the socket "
+      "(TCP_USER_TIMEOUT; Linux also counts a peer whose receive window "
+      "stays shut, a process that does not read at all: raise it to stop "
+      "a rank in a debugger); 0: the kernel's default (minutes)"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,

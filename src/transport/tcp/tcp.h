@@ -90,10 +90,10 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
 #define TCP_SLOT_MAX 1024
 /* Messages queued while the socket takes no more (each ~80 bytes): a
  * send that finds the queue full is retried, as one without a credit.
- * TCP_TXQ_CTL more entries are kept for control messages (a credit, the
- * failover notices). */
+ * TCP_TXQ_CTL(nsocks) more entries are kept for control messages (a
+ * credit, a failover notice per other socket of the peer, one spare). */
 #define TCP_TXQ_MAX 64
-#define TCP_TXQ_CTL 6
+#define TCP_TXQ_CTL(nsocks) ((nsocks) + 2)
 #define TCP_RING_MUL 4
 #define TCP_RING_ALIGN 64u
 

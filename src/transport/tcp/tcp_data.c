@@ -252,7 +252,7 @@ rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
     if (!rcoll_slots_can_send(&s->sl) ||
         (big && s->tx_big_out >= ep->ctx->nbig) ||
         s->tx_ring_used + ring > ep->ctx->ring_size ||
-        s->txq_count >= s->txq_cap - TCP_TXQ_CTL) {
+        s->txq_count >= s->txq_cap - TCP_TXQ_CTL(ep->ctx->nsocks)) {
         rcoll_lane_add(&s->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
     }
@@ -265,7 +265,7 @@ rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
         /* from a copy, so that a failed socket's messages can go again;
          * the caller's buffer is free at once */
         const char *keep = tcp_keep(s, i, hdr, lseq, off, big, payload);
-        if (!keep && hdr->len)
+        if ((!keep && hdr->len) || !s->tx_keep)
             return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "tcp: no memory "
                                     "for a copy of a %u-byte message to "
                                     "rank %d", hdr->len, ep->peer);

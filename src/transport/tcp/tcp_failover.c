@@ -260,6 +260,12 @@ static rcoll_status_t tcp_fo_peek(tcp_ep_t *ep, const rcoll_msg_hdr_t **hdr,
     }
     if (ep->failed)
         return tcp_ep_error(ep);
+    int open = 0;
+    for (int k = 0; k < ep->ctx->nsocks; k++)
+        open |= !ep->socks[k].closed;
+    if (ep->bye && !open) /* every socket said goodbye or was lost */
+        return rcoll__set_error(RCOLL_ERR_REMOTE, "rank %d already destroyed "
+                                "the communicator", ep->peer);
     return RCOLL_INPROGRESS;
 }
 

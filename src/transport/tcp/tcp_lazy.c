@@ -102,8 +102,10 @@ static void conn_fail(tcp_conn_t *c, rcoll_status_t st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    int lost = ep->socks[c->idx].ended && ep->nended < c->ctx->nsocks;
     conn_free(c, 0);
-    tcp_ep_fail_st(ep, st, what);
+    if (!lost) /* (a socket lost to a failover may fail to connect) */
+        tcp_ep_fail_st(ep, st, what);
 }
 
 /* Opens c's socket and starts its connect over rail pair c->pair; 0 or an

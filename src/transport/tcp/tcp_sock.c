@@ -32,7 +32,8 @@ int tcp_sock_alloc(struct rcoll_tl_ctx *ctx, tcp_sock_t *s)
     if (s->allocated)
         return 0;
     rcoll_slots_init(&s->sl, ctx->nslots);
-    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) + TCP_TXQ_CTL;
+    s->txq_cap = RCOLL_MIN(ctx->nslots, TCP_TXQ_MAX) +
+                 TCP_TXQ_CTL(ctx->nsocks);
     s->slot_off = calloc(ns, sizeof(uint32_t));
     s->slot_ring = calloc(ns, sizeof(uint32_t));
     s->tx_ring = calloc(ns, sizeof(uint32_t));
@@ -58,6 +59,12 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
 {
     tcp_ep_t *ep = ctx->eps[peer];
     tcp_sock_t *s = &ep->socks[idx];
+    if (s->ended) {
+        /* lost (a failover) while its handshake on first use ran: the
+         * connection is dropped, the peer sees it end */
+        close(fd);
+        return RCOLL_OK;
+    }
     if (s->fd >= 0) {
         close(fd);
         return rcoll__set_error(RCOLL_ERR_PROTOCOL,
@@ -77,11 +84,11 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     int sz = (int)RCOLL_MIN(want, 8u << 20);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-    /* where a failed rail's traffic can move to another, data that stays
+    /* where a lost rail's traffic can move to another, data that stays
      * unacknowledged RCOLL_RAIL_TIMEOUT ends the socket (ETIMEDOUT), so
      * that a lost link is found in seconds, not after TCP's minutes of
-     * retransmissions (the kernel acknowledges; a busy peer process does
-     * not hold it up) */
+     * retransmissions. (Linux also ends it when the peer's window stays
+     * shut that long: a peer process that does not read at all.) */
     unsigned ms = (unsigned)(rcoll_config.rail_timeout * 1000.0);
     if (tcp_ep_fo(ep) == 1 && ms > 0)
         setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
@@ -152,8 +159,11 @@ char *tcp_keep(tcp_sock_t *s, int i, const rcoll_msg_hdr_t *hdr,
     if (!big) {
         /* the same offset as in the peer's ring: the credits that keep
          * its ring from overflowing keep these copies apart */
-        if (!s->keep_ring && !(s->keep_ring = malloc(ctx->ring_size)))
-            return NULL;
+        if (!s->keep_ring) {
+            if (!(s->keep_ring = malloc(ctx->ring_size)))
+                return NULL;
+            rcoll_prefault(s->keep_ring, ctx->ring_size, 1);
+        }
         b = s->keep_ring + ring_off;
     } else if (s->nkeep_free > 0) {
         b = s->keep_pool[--s->nkeep_free];
