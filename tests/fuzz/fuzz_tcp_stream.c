@@ -10,6 +10,7 @@
 #include "../../src/transport/tcp/tcp_ctx.c"
 #include "../../src/transport/tcp/tcp_rails.c"
 #include "../../src/transport/tcp/tcp_lazy.c"
+#include "../../src/transport/tcp/tcp_failover.c"
 #include "fuzz_common.h"
 #include <sys/socket.h>
 
@@ -89,6 +90,7 @@ out:
     free(s.slot_big);
     free(s.slot_isbig);
     free(s.tx_isbig);
+    free(s.slot_lseq);
     free(s.pool);
     free(s.pool_all);
     free(s.slot_pay);
