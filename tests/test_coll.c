@@ -4,7 +4,12 @@
  *
  * usage: test_coll [-C allreduce,allgather,broadcast,reduce_scatter,reduce,
  *                      barrier,sendrecv,alltoall,alltoallv,gather,scatter]
- *                  [-N counts] [-q] [-g]
+ *                  [-N counts] [-q] [-g] [-T]
+ * -T: the transport subset: one datatype per element size (uint8,
+ * bfloat16, float32, int64) and the ops sum, max and avg, at every count.
+ * Datatypes and ops run the same code over every transport, and the shm
+ * matrices run them all; a run that tests how bytes move (tcp, ib, rails,
+ * hosts, faults) needs only the sizes, at about a quarter of the time.
  * -g: the buffers are GPU memory (device rank mod #GPUs): the host buffers
  * below are mirrored to the device before each call, with the same
  * aliasing (in place stays in place), and copied back after it; without a
@@ -80,6 +85,7 @@ static int rank, n;
 static rcoll_comm_t comm;
 static long checks, failures;
 static int quiet;
+static int tsubset; /* -T */
 /* Which inputs the reductions get: 0 the exact small integers of ref.h,
  * 1 full-range integers (unsigned high bits, the extremes), 2 floats whose
  * result depends on the order of reduction, checked within ref.h's bound
@@ -570,6 +576,13 @@ static void t_scatter(rcoll_datatype_t dt, size_t c, int ip, int root)
     free(sb); free(rb); free(ex);
 }
 
+/* One datatype per element size: what the 8 MiB counts and -T run. */
+static int size_rep(rcoll_datatype_t d)
+{
+    return d == RCOLL_UINT8 || d == RCOLL_BFLOAT16 || d == RCOLL_FLOAT32 ||
+           d == RCOLL_INT64;
+}
+
 int main(int argc, char **argv)
 {
     const char *colls = "allreduce,allgather,broadcast,reduce_scatter,reduce,"
@@ -590,6 +603,8 @@ int main(int argc, char **argv)
             quiet = 1;
         else if (!strcmp(argv[i], "-g"))
             gpu = 1;
+        else if (!strcmp(argv[i], "-T"))
+            tsubset = 1;
     }
     rcoll_status_t st = rcoll_comm_init_env(&comm);
     if (st != RCOLL_OK) {
@@ -625,6 +640,8 @@ int main(int argc, char **argv)
                 counts[nc++] = def[k];
         }
         rcoll_datatype_t d = (rcoll_datatype_t)dt;
+        if (tsubset && !size_rep(d))
+            continue;
         for (int k = 0; k < nc; k++) {
             size_t c = counts[k];
             /* The 8 MiB count bounds the suite's time: one datatype per
@@ -632,14 +649,14 @@ int main(int argc, char **argv)
              * float32 and sum/max/avg for the others, roots 0 and n-1. The
              * smaller counts run the full matrix. */
             int big = c * s >= (4u << 20);
-            if (big && d != RCOLL_UINT8 && d != RCOLL_BFLOAT16 &&
-                d != RCOLL_FLOAT32 && d != RCOLL_INT64)
+            if (big && !size_rep(d))
                 continue;
             for (int ip = 0; ip < 2; ip++) {
                 for (int op = 0; op < RCOLL_OP_COUNT; op++) {
                     rcoll_op_t o = (rcoll_op_t)op;
-                    if (big && d != RCOLL_FLOAT32 && o != RCOLL_SUM &&
-                        o != RCOLL_MAX && o != RCOLL_AVG)
+                    int few = tsubset || (big && d != RCOLL_FLOAT32);
+                    if (few && o != RCOLL_SUM && o != RCOLL_MAX &&
+                        o != RCOLL_AVG)
                         continue;
                     if (has(colls, "allreduce"))
                         t_allreduce(d, o, c, ip);
@@ -686,8 +703,8 @@ int main(int argc, char **argv)
      * full-range integers (unsigned high bits, the extremes) and floats
      * whose result depends on the order (within the rounding bound, and
      * the same bits on every rank), at two prime counts, so that the
-     * ranks' blocks are uneven */
-    for (int mode = 1; mode <= 2; mode++) {
+     * ranks' blocks are uneven (not with -T: values, not transfers) */
+    for (int mode = 1; mode <= 2 && !tsubset; mode++) {
         inputs = mode;
         for (int dt = 0; dt < RCOLL_DATATYPE_COUNT; dt++) {
             rcoll_datatype_t d = (rcoll_datatype_t)dt;

@@ -5,7 +5,9 @@
 #  - the hierarchical all-reduce, all-gather, reduce-scatter and
 #    all-to-all forced, 3 hosts x 2 ranks and 2 x 4, with
 #    4 KiB chunks and 2 slots (several chunks per block, credits wrapping,
-#    phase boundaries), every type and op, in place and not, bit-exact;
+#    phase boundaries), a type of each element size with sum, max and
+#    avg (test_coll -T: the shm matrices run every type and op), in
+#    place and not, bit-exact;
 #    the all-to-all of 3 x 2 also with 8 slots (sends refused by a full
 #    socket while credits are owed);
 #    the all-to-all also with rank r on host r / L (each host's ranks
@@ -37,7 +39,7 @@ go() { # go NRANKS NHOSTS ENV... -- test_coll args (host: rank mod NHOSTS,
     while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
     shift
     out=$(env $envs RCOLL_TRANSPORTS=shm,tcp "$RUN" -n "$n" sh -c \
-        "RCOLL_HOSTID=host$hid exec '$B/tests/test_coll' $*" 2>&1)
+        "RCOLL_HOSTID=host$hid exec '$B/tests/test_coll' -T $*" 2>&1)
     rc=$?
     echo "$n ranks on $h hosts,$envs: $(echo "$out" | tail -n 1)"
     [ $rc = 0 ] || { echo "$out" | tail -n 20; fail=1; }

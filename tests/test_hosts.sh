@@ -50,7 +50,7 @@ run6() { # run6 TAG CMD...: ranks 0,2,4 on host A and 1,3,5 on host B
 
 # 1 + 2: correctness and the placement the log shows
 run6 matrix env RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=init \
-    "$B/tests/test_coll" -N 0,1,7,1023,131073 || exit 1
+    "$B/tests/test_coll" -T -N 0,1,7,1023,131073 || exit 1
 tail -n 1 "$L/hosts_matrix_0.out"
 grep "ring order" "$L/hosts_matrix_0.out"
 grep -q "ring order (topo): 0 2 4 | 1 3 5 (2 hosts, as many ranks on each)" \

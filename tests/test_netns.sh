@@ -31,7 +31,7 @@ run4() { # run4 PORT CMD...: ranks 0,1 on host A, 2,3 on host B
     for p in $pids; do wait $p || rc=1; done
     return $rc
 }
-run4 29651 "$B/tests/test_coll" -N 0,1,7,1023,131073 ||
+run4 29651 "$B/tests/test_coll" -T -N 0,1,7,1023,131073 ||
     { cat "$B"/tests/logs/netns_*.out; echo "matrix across two hosts failed"; exit 1; }
 cat "$B/tests/logs/netns_0.out"
 run4 29652 "$B/benchmarks/rcoll-perf" allgather -b 8 -e 4M -f 8 -n 2 -w 1 -c 1 ||

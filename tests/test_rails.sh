@@ -63,7 +63,7 @@ grep "rails here:" "$L/rails_info.out" | grep "ra1$$" | grep -q "ra2$$" ||
 
 # 1. both rails carry the traffic; bit-exact
 a1=$(txb 1); a2=$(txb 2)
-run4 29661 coll "$B/tests/test_coll" -N 0,1,7,1023,131073 || fail "matrix over two rails"
+run4 29661 coll "$B/tests/test_coll" -T -N 0,1,7,1023,131073 || fail "matrix over two rails"
 d1=$(($(txb 1) - a1)); d2=$(($(txb 2) - a2))
 echo "two rails, test_coll: host A sent $d1 bytes on rail 1, $d2 on rail 2"
 [ $((d1 * 5)) -ge $((d1 + d2)) ] && [ $((d2 * 5)) -ge $((d1 + d2)) ] ||
@@ -95,7 +95,7 @@ done
 # 3. rail 2 refuses to work (host B cannot answer host A there): warned,
 #    the sockets fall back to rail 1, still bit-exact
 ip -n $Z route add prohibit 198.18.9.1/32 || fail "route"
-run4 29664 broken "$B/tests/test_coll" -N 0,1,7,1023,131073 || fail "matrix with a broken rail"
+run4 29664 broken "$B/tests/test_coll" -T -N 0,1,7,1023,131073 || fail "matrix with a broken rail"
 grep -h "rail ra2$$ to rank" "$L"/rails_broken_*.out | head -n 2
 grep -q "rail ra2$$ to rank [23] at 198.18.9.2:[0-9]* failed.*goes over rail ra1$$" \
     "$L"/rails_broken_0.out || fail "no warning names the broken rail"

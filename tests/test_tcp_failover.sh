@@ -35,7 +35,7 @@ run() { # run NAME K ENV... -- PROGRAM ARGS...
         echo "FAIL: $name"; tail -n 8 "$out"; fails=$((fails + 1))
     fi
 }
-N="-q -N 0,1,7,1023,131073"
+N="-q -T -N 1,1023,131073"
 run first 3 -- "$B/tests/test_coll" $N
 run mid 500 -- "$B/tests/test_coll" $N
 run small 150 RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 -- "$B/tests/test_coll" $N

@@ -125,17 +125,20 @@ uses() {
 
 info="RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=net"
 check "siw: 2 ranks on 2 hosts, matrix" \
-    uses "ib: rank 0 on siw0.*WRITE + SEND" kernel_bytes hosts 2 29701 env $info $B/tests/test_coll -N $N
-# (4 ranks: counts 0, 1, 1023, 70000, without 7, whose uneven blocks 1023
-# covers; the 2-QP/3-slot and 4-rank rxe runs, which test striping and
-# credits, at 7 and 70000 only: together about 150 s less for CI)
+    uses "ib: rank 0 on siw0.*WRITE + SEND" kernel_bytes hosts 2 29701 env $info $B/tests/test_coll -T -N $N
+# (-T everywhere here: one datatype per element size, ops sum/max/avg -
+# the datatypes and ops are the same code over every transport and make
+# check's shm matrices run them all; about 3x less time. 4 ranks: counts
+# 0, 1, 1023, 70000, without 7, whose uneven blocks 1023 covers; the
+# 2-QP/3-slot and 4-rank rxe runs, which test striping and credits, at 7
+# and 70000 only)
 N4=0,1,1023,70000
 N4S=7,70000
 check "siw: 4 ranks on 2 hosts (shm inside, ib across), matrix" \
-    uses "ib: rank 0 on siw0" kernel_bytes hosts 4 29702 env $info $B/tests/test_coll -N $N4
+    uses "ib: rank 0 on siw0" kernel_bytes hosts 4 29702 env $info $B/tests/test_coll -T -N $N4
 check "siw: 4 ranks on 2 hosts, every pair over ib, 2 QPs per peer, 3 slots" \
     hosts 4 29703 env RCOLL_TRANSPORTS=ib RCOLL_IB_QPS_PER_PEER=2 RCOLL_NSLOTS=3 \
-    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -N $N4S
+    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -T -N $N4S
 placed() { # placed CMD...: CMD passes and some sender wrote in place
     "$@" || return 1
     grep -h "written in place" "$L"/rank0.log | head -n 2
@@ -161,7 +164,7 @@ check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
 
 rxe() { # rxe MODE NRANKS: all ranks on rxe0 (6.1's rxe receives only in the initial namespace)
     $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=$1 $info \
-        $B/tools/rcoll-run -n $2 $B/tests/test_coll -N $N > "$L/rank0.log" 2>&1
+        $B/tools/rcoll-run -n $2 $B/tests/test_coll -T -N $N > "$L/rank0.log" 2>&1
     rc=$?; cat "$L/rank0.log"; return $rc
 }
 check "rxe: 2 ranks, rdma_cm, WRITE_WITH_IMM" uses "ib: rank 0 on rxe0.*WRITE_WITH_IMM, .*rdma_cm" rxe_pkts rxe cm 2
@@ -173,7 +176,7 @@ check "rxe: 2 ranks, out-of-band QP exchange" uses "ib: rank 0 on rxe0.*oob conn
 # with every peer; siw's 2-QP run above has the whole matrix: 50 s less)
 check "rxe: 4 ranks, out-of-band QP exchange, 2 QPs per peer" \
     env RCOLL_IB_QPS_PER_PEER=2 RCOLL_DEBUG=info $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=oob \
-    $B/tools/rcoll-run -n 4 $B/tests/test_coll -C allreduce,allgather,broadcast,alltoall -N $N4S
+    $B/tools/rcoll-run -n 4 $B/tests/test_coll -T -C allreduce,allgather,broadcast,alltoall -N $N4S
 
 zcopy() { # zcopy HOSTS-ARGS: registered buffers, sent zero-copy, bit-exact
     "$@" || return 1
@@ -206,7 +209,7 @@ lossy() {
     netem add || return 1
     # (loss and delay are the transport's business: four collectives
     # carry enough traffic; the full matrix under 2 ms delay took 175 s)
-    hosts 2 29704 env RCOLL_CHUNK_SIZE=64K $B/tests/test_coll \
+    hosts 2 29704 env RCOLL_CHUNK_SIZE=64K $B/tests/test_coll -T \
         -C allreduce,allgather,broadcast,alltoall -N 0,7,100000
     rc=$?
     netem del
@@ -310,7 +313,7 @@ check "siw: registration cache: buffers unmapped and mapped again at the same ad
 # waits for room, never overruns it; every result bit-exact
 check "siw: completion queue smaller than what may be posted, 4 ranks on 2 hosts, 2 QPs per peer" \
     hosts 4 29741 env RCOLL_TRANSPORTS=ib RCOLL_FAULT=ib_cq_small RCOLL_IB_QPS_PER_PEER=2 \
-    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -q -C allreduce,allgather,alltoall,sendrecv -N 0,7,100000
+    RCOLL_CHUNK_SIZE=16K $B/tests/test_coll -T -q -C allreduce,allgather,alltoall,sendrecv -N 0,7,100000
 # tests/faults/run.sh on the guest's two hosts: netem exists in this
 # kernel (not on the CI host's), so the 2,000-collective netem run is here
 FH="h0:10.77.0.1:v0 h1:10.77.0.2:v1"
@@ -452,8 +455,8 @@ conns() { # conns N: every rank's log says it connected to N of its 3 peers
 }
 lazy_ib() {
     hosts 4 29733 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy RCOLL_ALGO=allreduce:ring,allgather:ring $info \
-        $B/tests/test_coll -C allreduce -N 0,7,70000 && conns 2 &&
-    hosts 4 29734 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -N 7,70000 \
+        $B/tests/test_coll -T -C allreduce -N 0,7,70000 && conns 2 &&
+    hosts 4 29734 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -T -N 7,70000 \
         -C allreduce,allgather,broadcast,alltoall && conns 3 &&
     hosts 4 29735 env RCOLL_TRANSPORTS=ib RCOLL_IB_CONNECT=lazy RCOLL_IB_QPS_PER_PEER=2 $info \
         $B/tests/test_p2p -e 65536 && conns 3 &&
@@ -484,13 +487,13 @@ two_nics() {
         ip -n h$1 -s -j link show dev $2 | python3 -c 'import json, sys
 s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"])'
     }
-    hosts 4 29730 env $info $B/tests/test_coll -N 7 -C allreduce &&
+    hosts 4 29730 env $info $B/tests/test_coll -T -N 7 -C allreduce &&
         grep -q "ib: rank 3: 2 devices: siw1 (devices in several subnets" "$L/rank3.log"
     rc=$?
     [ $rc = 0 ] || echo "auto: expected rank 3 to stay on siw1 (two subnets)"
     v0=$(bytes 0 v0); w0=$(bytes 0 w0)
     [ $rc = 0 ] && hosts 4 29731 env RCOLL_IB_NIC=spread $info \
-        $B/tests/test_coll -N 7,70000 -C allreduce,allgather,reduce_scatter,alltoall
+        $B/tests/test_coll -T -N 7,70000 -C allreduce,allgather,reduce_scatter,alltoall
     rc=$?
     dv=$(( $(bytes 0 v0) - v0 )); dw=$(( $(bytes 0 w0) - w0 ))
     for i in 0 1; do
