@@ -11,6 +11,10 @@ LOGDIR="$B/tests/logs"
 mkdir -p "$LOGDIR"
 pass=0; fail=0; skip=0; failed=""
 t_start=$(date +%s)
+# RCOLL_TEST_SANITIZER=1 (scripts/check-sanitizers.sh): the few long tests
+# that the sanitizer builds run are sized down there - their memory and
+# race checks need every code path, not every round or the 8 MiB counts
+SAN=${RCOLL_TEST_SANITIZER:-0}
 
 # t NAME TIMEOUT_S COMMAND...   exit 0 pass, 77 skip, anything else fail
 # (TIMEOUT_S times RCOLL_TEST_TIMEOUT_SCALE: the sanitizer builds run 3-20x
@@ -56,7 +60,7 @@ t "unit: tcp credits across EAGAIN, ring streams (smallest and deepest window), 
 # killed), 2 to 33 ranks: bit-exact, no deadlock, failures name a rank
 # (4 seeds, ~12 s)
 t "protocol: every algorithm against a fake transport, seeded (lanes, credits, zero-copy, skew, a rank killed)" 180 \
-    sh -c "for s in 1 2 3 4; do '$B/tests/test_protocol' 30 \$s || exit 1; done"
+    sh -c "for s in 1 2 3 4; do '$B/tests/test_protocol' $([ "$SAN" = 1 ] && echo 10 || echo 30) \$s || exit 1; done"
 # rcoll-sim: every algorithm at 1-257 ranks through the real executor
 # over a modelled network, a planted bug caught, the estimator's bytes
 # and rails against the formula (~30 s)
@@ -77,7 +81,7 @@ t "api: arguments and errors"     60 "$B/tests/test_api"
 # settings/abort/fault tests: 3 is the non-power of two here, and the
 # forced-algorithm loop below runs every algorithm at 5 and 7 ranks)
 for n in 1 2 3 8; do
-    big=""; [ $n = 8 ] && big="-N 0,1,7,1023,131073"
+    big=""; [ $n = 8 ] || [ "$SAN" = 1 ] && big="-N 0,1,7,1023,131073"
     t "coll: matrix, shm, $n ranks" 600 env RCOLL_TRANSPORTS=shm \
         "$RUN" -n $n "$B/tests/test_coll" $big
 done

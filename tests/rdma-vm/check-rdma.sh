@@ -160,7 +160,7 @@ check "siw: every allreduce/allgather/broadcast algorithm, 3 ranks" \
         allgather:ring allgather:bruck allgather:recursive_doubling broadcast:tree broadcast:chain \
         broadcast:scatter_allgather; do c=\${a%%:*}; echo \$a; \
         RCOLL_ALGO=\$a RCOLL_CHUNK_SIZE=8K RCOLL_TRANSPORTS=ib ip netns exec h0 $B/tools/rcoll-run -n 3 \
-        $B/tests/test_coll -C \$c -N 0,1,5000 -q || exit 1; done"
+        $B/tests/test_coll -T -C \$c -N 0,1,5000 -q || exit 1; done"
 
 rxe() { # rxe MODE NRANKS: all ranks on rxe0 (6.1's rxe receives only in the initial namespace)
     $T env RCOLL_TRANSPORTS=ib RCOLL_IB_HCA=rxe RCOLL_IB_CONNECT=$1 $info \
