@@ -4,8 +4,9 @@
 # kernel's soft-iWARP and soft-RoCE in a QEMU guest; RCOLL_SKIP_RDMA=1 skips
 # it), then the sanitizer and memcheck jobs (scripts/check-sanitizers.sh;
 # RCOLL_SKIP_SANITIZERS=1 skips them), then the PyTorch backend's tests
-# (scripts/check-torch.sh: torch 2.x from PyPI in a virtual environment;
-# RCOLL_SKIP_TORCH=1 skips them). Each stage counts by its own closing
+# (scripts/check-torch.sh: torch 2.x from PyPI in a virtual environment,
+# made in the background during the sanitizer jobs; RCOLL_SKIP_TORCH=1
+# skips them). Each stage counts by its own closing
 # summary only, and a stage whose summary is missing, or that exits
 # non-zero without a failure counted, is a failure. The skipped tests are
 # listed with their reasons, then the last line is
@@ -57,6 +58,13 @@ if [ "${RCOLL_SKIP_RDMA:-0}" != 1 ]; then
     echo "== make check-rdma took $(( $(date +%s) - t0 )) s"
     tally check-rdma any
 fi
+# the PyTorch stage's environment (a download of a few GB) is made in the
+# background while the sanitizer jobs build and run
+venvpid=
+if [ "${RCOLL_SKIP_TORCH:-0}" != 1 ]; then
+    sh ../scripts/check-torch.sh --venv > "$tmp/venv.out" 2>&1 &
+    venvpid=$!
+fi
 if [ "${RCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== sanitizers: ASan+UBSan, TSan, valgrind (scripts/check-sanitizers.sh)"
     t0=$(date +%s)
@@ -67,6 +75,8 @@ fi
 if [ "${RCOLL_SKIP_TORCH:-0}" != 1 ]; then
     echo "== PyTorch backend: bindings/torch tests against gloo (scripts/check-torch.sh)"
     t0=$(date +%s)
+    wait $venvpid
+    cat "$tmp/venv.out"
     stage torch sh ../scripts/check-torch.sh
     echo "== PyTorch backend took $(( $(date +%s) - t0 )) s"
     tally torch last

@@ -10,7 +10,10 @@ runs on hosts with and without RDMA. Building needs a C compiler and, from
 a git checkout, autoconf/automake/libtool (configure is generated); the
 verbs/hwloc/PMIx headers, when present, enable those parts. Extra configure
 arguments: RCOLL_CONFIGURE_FLAGS. The rcoll tree: RCOLL_SRC (default: two
-levels up from this file).
+levels up from this file). RCOLL_LIB_BUILD names a directory to configure
+and build librcoll in, kept between builds (a wheel and an editable
+install then share one librcoll build); by default it is a directory
+under the build's own temporary directory.
 
 Developers with an installed librcoll set RCOLL_HOME to its prefix: the
 extension is then built against that library (its include/ and lib/, rpath
@@ -69,14 +72,22 @@ class BuildWithRcoll(BuildExtension):
             raise RuntimeError(f"no rcoll source tree at {src} (set RCOLL_SRC)")
         if not os.path.exists(os.path.join(src, "configure")):
             run(["sh", "./autogen.sh"], src)
-        bld = os.path.abspath(os.path.join(self.build_temp, "librcoll"))
-        if changed:
-            shutil.rmtree(bld, ignore_errors=True)  # configure again
+        bld = os.path.abspath(os.environ.get("RCOLL_LIB_BUILD") or
+                              os.path.join(self.build_temp, "librcoll"))
+        args = [os.path.join(src, "configure"), "--disable-static",
+                "--without-mpi"] + shlex.split(
+                    os.environ.get("RCOLL_CONFIGURE_FLAGS", ""))
+        # a directory configured otherwise (another tree or other flags)
+        # is configured again
+        stamp = os.path.join(bld, "rcoll-configure")
+        if changed or (os.path.exists(stamp) and
+                       open(stamp).read() != " ".join(args)):
+            shutil.rmtree(bld, ignore_errors=True)
         os.makedirs(bld, exist_ok=True)
         if not os.path.exists(os.path.join(bld, "Makefile")):
-            flags = shlex.split(os.environ.get("RCOLL_CONFIGURE_FLAGS", ""))
-            run([os.path.join(src, "configure"), "--disable-static",
-                 "--without-mpi"] + flags, bld)
+            run(args, bld)
+            with open(stamp, "w") as f:
+                f.write(" ".join(args))
         jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
         run(["make", "-j" + jobs, "librcoll.la"], bld)
         real = os.path.realpath(os.path.join(bld, ".libs", "librcoll.so"))
@@ -137,7 +148,9 @@ setup(
             "rcoll_torch._C",
             ["rcoll_torch/csrc/ProcessGroupRcoll.cpp"],
             libraries=["rcoll"],
-            extra_compile_args=["-O2", "-Wall"],
+            # -g0: no debug info (Python's own CFLAGS carry -g): the one
+            # translation unit, torch's headers and all, compiles faster
+            extra_compile_args=["-O2", "-g0", "-Wall"],
         )
     ],
     cmdclass={"build_ext": BuildWithRcoll},

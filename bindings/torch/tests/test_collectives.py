@@ -601,40 +601,40 @@ def test_worker_quiet():
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_alltoall_p2p(world):
-    harness.run(fam_alltoall_p2p, world)
+    harness.pooled(fam_alltoall_p2p, world)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_allreduce(world):
-    harness.run(fam_allreduce, world, SIZES)
+    harness.pooled(fam_allreduce, world, SIZES)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_broadcast_reduce(world):
-    harness.run(fam_bcast_reduce, world, SIZES)
+    harness.pooled(fam_bcast_reduce, world, SIZES)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_allgather(world):
-    harness.run(fam_allgather, world, SIZES)
+    harness.pooled(fam_allgather, world, SIZES)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_reduce_scatter(world):
-    harness.run(fam_reduce_scatter, world, SIZES)
+    harness.pooled(fam_reduce_scatter, world, SIZES)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_coalesced(world):
-    harness.run(fam_coalesced, world, SIZES)
+    harness.pooled(fam_coalesced, world, SIZES)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_large(world):
-    harness.run(fam_big, world)
+    harness.pooled(fam_big, world)
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_misc(world):
-    errs = harness.run(fam_misc, world)[0]
+    errs = harness.pooled(fam_misc, world)[0]
     print("\n".join(errs))

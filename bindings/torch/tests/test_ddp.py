@@ -93,7 +93,7 @@ def fam_ddp(rank, world, gloo, kind):
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("kind", ["exact", "mlp"])
 def test_ddp_matches_gloo(world, kind):
-    losses = harness.run(fam_ddp, world, kind)
+    losses = harness.pooled(fam_ddp, world, kind)
     assert all(len(x) > 0 for x in losses)
     print(kind, world, losses[0])
 
@@ -125,4 +125,4 @@ def test_fsdp2_matches_gloo(world):
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
         pytest.skip("this torch has no FSDP2 (fully_shard)")
-    harness.run(fam_fsdp, world)
+    harness.pooled(fam_fsdp, world)
