@@ -5,9 +5,12 @@
  * Prints the milliseconds each block of 50 iterations took, so that a log
  * shows the stall when a rail fails and the rate after it; at the end,
  * whether the communicator's asynchronous error is still RCOLL_OK.
- * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-d 1] [-p MS]
+ * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-e FILE] [-d 1]
+ *                      [-p MS]
  * -s FILE: rank 0 creates FILE after the first block (the script cuts the
- * link once it exists); -d 1: each rank dumps its communicator's state
+ * link once it exists); -e FILE: the run ends after the block in which
+ * rank 0 found FILE (an all-reduce of its flag: every rank stops at the
+ * same iteration), or at ITERS; -d 1: each rank dumps its communicator's state
  * (transport counters) at the end; -p MS: rank 1 sleeps MS milliseconds
  * after iteration 50 with its peers' data in flight (a stopped rank, not
  * a lost link). Exits 1 on a wrong result or an error. */
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void)
 {
@@ -38,7 +42,7 @@ int main(int argc, char **argv)
 {
     int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0;
     size_t count = 65536;
-    const char *start = NULL;
+    const char *start = NULL, *endf = NULL;
     for (int a = 1; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "-n"))
             iters = atoi(argv[a + 1]);
@@ -46,6 +50,8 @@ int main(int argc, char **argv)
             count = (size_t)atol(argv[a + 1]);
         else if (!strcmp(argv[a], "-s"))
             start = argv[a + 1];
+        else if (!strcmp(argv[a], "-e"))
+            endf = argv[a + 1];
         else if (!strcmp(argv[a], "-d"))
             dump = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "-p"))
@@ -66,6 +72,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double t0 = now();
+    int done = 0;
     for (int i = 0; i < iters && !bad; i++) {
         if (i == 50 && rank == 1 && pause_ms > 0) {
             struct timespec ts = {pause_ms / 1000,
@@ -122,8 +129,25 @@ int main(int argc, char **argv)
                 if (f)
                     fclose(f);
             }
+            if (endf) {
+                int32_t stop = rank == 0 && access(endf, F_OK) == 0, any;
+                st = rcoll_allreduce(&stop, &any, 1, RCOLL_INT32, RCOLL_MAX,
+                                     c, NULL);
+                if (st != RCOLL_OK) {
+                    printf("rank %d iteration %d: all-reduce (end): %s\n",
+                           rank, i, rcoll_last_error());
+                    bad = 1;
+                    break;
+                }
+                if (any) {
+                    done = i + 1;
+                    break;
+                }
+            }
         }
     }
+    if (done)
+        iters = done;
     rcoll_status_t ae = RCOLL_OK;
     if (rcoll_comm_get_async_error(c, &ae) != RCOLL_OK || ae != RCOLL_OK) {
         printf("rank %d: asynchronous error %d\n", rank, (int)ae);

@@ -12,7 +12,10 @@
 #     step: measured 2.0x);
 #  3. a second rail that does not connect (host B cannot answer on it) is
 #     named in a warning, its sockets go over the first rail, and the
-#     results stay bit-exact.
+#     results stay bit-exact;
+#  4. a rail lost mid-run: the run goes on over the other, bit-exact;
+#  5. a lost rail that comes back carries traffic again (failback), and
+#     then the bootstrap's rail can be lost.
 # Needs root, iproute2 and tc; skips (77) otherwise. Usage: test_rails.sh BUILD
 B=$1
 [ "$(id -u)" = 0 ] && command -v ip > /dev/null && command -v tc > /dev/null ||
@@ -111,8 +114,7 @@ ip -n $Z route del prohibit 198.18.9.1/32 || fail "route del"
 #    once rank 0 has done 50 iterations): every all-reduce and all-gather
 #    stays bit-exact, the communicator reports no error, a warning names
 #    the failed rail and the peer, and the run goes on over the other
-#    rail. First the second rail with 3 + 2 ranks, then the bootstrap's
-#    (rail 1) with 2 + 2 and connections on first use.
+#    rail: the second rail, 3 + 2 ranks (step 5 loses the bootstrap's).
 cut() { # cut NAME IF NA NB PORT ENV...: test_failover, IF down mid-run
     name=$1; dev=$2; na=$3; nb=$4; port=$5; shift 5
     rm -f "$L/rails_go_$name"
@@ -142,13 +144,61 @@ grep -q "rail ra2$$ to rank [34] .*failed.*go again" "$L"/rails_fo_rail2_0.out |
 grep -q "rail rb2$$ to rank [012] .*failed" "$L"/rails_fo_rail2_3.out ||
     fail "host B's ranks did not fail over from rail 2"
 sleep 1 # (the link's routes back)
-cut rail1 ra1$$ 2 2 29667 RCOLL_TCP_CONNECT=lazy ||
-    fail "a run that lost rail 1 (the bootstrap's)"
-grep -h "iterations" "$L/rails_fo_rail1_0.out" | tr '\n' ' '; echo
+
+# 5. failback, then the other rail: rail 2 goes down after the first block
+#    and comes back 3 s later; once a rank of host A says it is back, rail
+#    2 carries traffic again (its veth sends >= 1 MB in a second); then
+#    rail 1, the bootstrap's, goes down for good and the run ends over rail
+#    2 alone, 4 s later: bit-exact on every rank, no error, connections on
+#    first use, 2 + 2 ranks.
+flap() {
+    go="$L/rails_go_flap"; end="$L/rails_end_flap"; note="$L/rails_flap.txt"
+    rm -f "$go" "$end" "$note"
+    (
+        until_ok() { # until_ok TENTHS CMD...: CMD, retried for TENTHS x 0.1 s
+            i=$1; shift
+            until "$@"; do
+                [ $i -gt 0 ] || return 1
+                sleep 0.1; i=$((i - 1))
+            done
+        }
+        until_ok 600 test -e "$go" || { touch "$end"; exit 1; }
+        ip -n $A link set ra2$$ down
+        sleep 3
+        ip -n $A link set ra2$$ up
+        if ! until_ok 300 grep -q "rail ra2$$ to rank [23] .* is back" \
+                "$L"/rails_fo_flap_0.out "$L"/rails_fo_flap_1.out; then
+            echo "rail 2 did not come back" > "$note"; touch "$end"; exit 1
+        fi
+        b0=$(txb 2); sleep 1; b1=$(txb 2)
+        echo "$((b1 - b0))" > "$note"
+        ip -n $A link set ra1$$ down
+        sleep 4
+        touch "$end"
+    ) &
+    cutter=$!
+    t0=$(date +%s.%N)
+    runn 2 2 29668 fo_flap env RCOLL_RAIL_TIMEOUT=2 RCOLL_RAIL_RETRY=0.5 \
+        RCOLL_TCP_CONNECT=lazy "$B/tests/test_failover" -n 1000000 -c 65536 \
+        -s "$go" -e "$end"
+    rc=$?
+    wait $cutter || rc=1
+    ip -n $A link set ra1$$ up
+    echo "flap: $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s"
+    return $rc
+}
+flap || fail "a run whose rail 2 failed and came back, then rail 1 failed"
+grep -h "bit-exact" "$L/rails_fo_flap_0.out"
 for r in 0 1 2 3; do
-    grep -q "bit-exact, asynchronous error OK" "$L/rails_fo_rail1_$r.out" ||
-        fail "rank $r did not finish bit-exact after rail 1 failed"
+    grep -q "bit-exact, asynchronous error OK" "$L/rails_fo_flap_$r.out" ||
+        fail "rank $r did not finish bit-exact (rail 2 lost and back, rail 1 lost)"
 done
-grep -q "rail ra1$$ to rank [23] .*failed.*go again" "$L"/rails_fo_rail1_0.out ||
-    fail "no warning names the failed rail 1 and the peer"
-echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use), a rail lost mid-run fails over"
+grep -q "rail ra2$$ to rank [23] .*failed.*go again" "$L"/rails_fo_flap_[01].out ||
+    fail "no warning names the failed rail 2"
+grep -h "rail ra2$$ to rank [23] .* is back" "$L"/rails_fo_flap_[01].out | head -n 1
+echo "rail 2 sent $(cat "$L/rails_flap.txt") bytes in the second after it came back"
+[ "$(cat "$L/rails_flap.txt")" -ge 1000000 ] 2> /dev/null ||
+    fail "rail 2 carries no traffic after it came back"
+grep -q "rail ra1$$ to rank [23] .*failed.*go again" "$L"/rails_fo_flap_[01].out ||
+    fail "no warning names the failed rail 1 (the bootstrap's)"
+echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use), a rail lost mid-run fails over, comes back into use, and then the other (the bootstrap's) can go"

@@ -271,6 +271,11 @@ static const param_t params[] = {
       "(TCP_USER_TIMEOUT; Linux also counts a peer whose receive window "
       "stays shut, a process that does not read at all: raise it to stop "
       "a rank in a debugger); 0: the kernel's default (minutes)"),
+    P("RAIL_RETRY", "2", "seconds", rail_retry, seconds,
+      "after RCOLL_RAIL_FAILOVER moved a lost TCP socket's traffic to the "
+      "other rails, the lower rank of the pair connects that socket again "
+      "this often, once nothing of it is left to send again; a rail that "
+      "answers carries its share again (failback); 0: never"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
@@ -396,7 +401,8 @@ static const param_t params[] = {
       "(results are identical; for tests)"),
     P("FAULT", "", "list", fault, string,
       "for tests: fault sites to trigger, comma-separated site[:n] (n: "
-      "only its n-th time; default every time). Sites: tcp_unplace_nomem "
+      "only its n-th time, a site named again fires again at its own n; "
+      "default every time). Sites: tcp_unplace_nomem "
       "(ending a receive in place finds no memory to move a landed "
       "message into, which fails the peer); ib_cq_small (the completion "
       "queue gets room for the receives and 8 more entries, as on a device "
@@ -524,10 +530,11 @@ int rcoll_fault(const char *site)
             long nth = len > n ? strtol(p + n + 1, NULL, 10) : 0;
             int hit = __atomic_add_fetch(&fault_hits[i % FAULT_SITES], 1,
                                          __ATOMIC_RELAXED);
-            if (nth > 0 && hit != nth)
-                return 0;
-            rcoll_warn("RCOLL_FAULT: %s, its time %d", site, hit);
-            return 1;
+            /* (a site named again with another count fires again then) */
+            if (nth <= 0 || hit == nth) {
+                rcoll_warn("RCOLL_FAULT: %s, its time %d", site, hit);
+                return 1;
+            }
         }
         p = e ? e + 1 : NULL;
     }

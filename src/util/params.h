@@ -37,6 +37,7 @@ typedef struct {
     int tcp_rails;              /* interfaces per rank TCP uses, 1-4 */
     int rail_failover;          /* a lost socket's traffic moves over */
     double rail_timeout;        /* TCP_USER_TIMEOUT there, seconds */
+    double rail_retry;          /* failback attempts' interval, seconds */
     size_t chunk_size;          /* slot payload bytes */
     int nslots;                 /* receive slots per connection */
     size_t shm_cma_min;         /* shm single copy from this size; 0 off */

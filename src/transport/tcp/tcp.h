@@ -102,7 +102,8 @@ typedef struct {
     uint32_t credits;
     uint32_t lseq;     /* DATA: the message's number from this rank to the
                           peer (mod 2^32); RAIL: the next such number */
-    uint32_t flags;    /* DATA: TCP_F_RESENT; RAIL: the failed socket */
+    uint32_t flags;    /* DATA: TCP_F_RESENT; RAIL: the failed socket |
+                          its generation << 8 (tcp_sock_t.gen) */
     rcoll_msg_hdr_t hdr;
 } tcp_wire_t;
 
@@ -206,6 +207,11 @@ typedef struct {
     uint32_t told;            /* the lost sockets (bits) whose loss this
                                  one has told the peer of */
     char lost_why[160];
+    int resends;              /* its messages waiting to go again over the
+                                 others (their copies are its buffers) */
+    uint32_t gen;             /* connections that replaced it (failback);
+                                 a notice of an earlier one's loss is old */
+    double retry_at;          /* taken down: when to connect it again */
     int closed;               /* fd closed (bye/abort/error) */
     rcoll_lane_stats_t st;
 } tcp_sock_t;
@@ -268,6 +274,7 @@ struct rcoll_tl_ctx {
     uint64_t rails_down;      /* sockets lost and failed over */
     uint64_t resent;          /* messages sent again over another socket */
     uint64_t taken_aside;     /* messages moved out of their slots */
+    uint64_t rails_up;        /* lost sockets connected again (failback) */
 };
 
 typedef struct {
@@ -279,6 +286,8 @@ typedef struct {
     int32_t nslots;
     int32_t to;               /* the rank it is for (a connection that
                                  reached another process is dropped) */
+    uint32_t gen;             /* the socket's generation (failback: a new
+                                 connection for a socket taken down) */
 } tcp_hello_t;
 
 
@@ -305,6 +314,11 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
 rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
                                const tcp_hello_t *h);
 int tcp_window(int nslots, int nranks, int nsocks);
+/* A socket taken down after a failover made new, as at the start, for the
+ * connection that replaces it (failback; both sides, tcp_sock_quiet held
+ * on each): its buffers kept, the notices of its loss cleared, its
+ * generation one on. tcp_sock_setup then takes the descriptor. */
+void tcp_sock_renew(tcp_sock_t *s);
 void tcp_ring_sizes(int nslots, int nranks, int nsocks,
                     size_t *small, size_t *ring);
 
@@ -314,6 +328,11 @@ void tcp_ring_sizes(int nslots, int nranks, int nsocks,
  * handshakes; destroy closes those still running. */
 rcoll_status_t tcp_lazy_listen(struct rcoll_tl_ctx *ctx);
 void tcp_lazy_connect(tcp_ep_t *ep);
+/* failback: a new connection for socket k, taken down after a failover
+ * (the lower rank's; tcp_failover.c). A peer not ready answers "no", a
+ * rail still down fails to connect: either way it is tried again later,
+ * and the peer is not failed. */
+void tcp_lazy_rejoin(tcp_ep_t *ep, int k);
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx);
 void tcp_lazy_fini(struct rcoll_tl_ctx *ctx);
 
@@ -366,6 +385,11 @@ void tcp_sock_release(tcp_sock_t *s);
 /* the socket a new message goes to: i mod n, or once a socket was lost
  * the next one not lost */
 tcp_sock_t *tcp_tx_sock(tcp_ep_t *ep);
+/* Whether socket s, taken down after a failover, may be replaced by a new
+ * connection now: none of its messages waits to go again and its slots
+ * hold nothing not yet received (copies of messages taken already are
+ * dropped here). */
+int tcp_sock_quiet(tcp_sock_t *s);
 /* The link to the peer is gone or cannot be made: its sockets close and
  * the communicator fails with st and "rank P (HOST pid N): what" (once). */
 void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what);

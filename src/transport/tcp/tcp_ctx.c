@@ -309,7 +309,7 @@ static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
         for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
-                             p->chunk_size, p->nslots, peer};
+                             p->chunk_size, p->nslots, peer, 0};
             if ((st = tcp_connect_one(ctx, peer, k, &h, deadline, &fd)) !=
                 RCOLL_OK)
                 return st;
@@ -394,13 +394,22 @@ static rcoll_status_t tcp_ctx_create(const rcoll_tl_params_t *p,
         (st = tcp_listen_exchange(ctx)) != RCOLL_OK ||
         (st = tcp_accept_lower(ctx, use, lower, deadline)) != RCOLL_OK)
         goto err;
-    /* every lower rank is connected and higher ones are ours to call: the
-     * listener has done its work (left open, a stranger could still
-     * connect to it for the communicator's life) */
-    close(ctx->listen_fd);
-    ctx->listen_fd = -1;
     if ((st = tcp_connect_higher(ctx, use, deadline)) != RCOLL_OK)
         goto err;
+    /* every peer is connected: the listener has done its work (left open,
+     * a stranger could still connect to it for the communicator's life),
+     * unless a peer's sockets may fail over - a lost one is connected
+     * again through it (failback, tcp_lazy.c) */
+    int fo = 0;
+    for (int i = 0; i < n && !fo; i++)
+        fo = ctx->eps[i] && tcp_ep_fo(ctx->eps[i]) == 1;
+    if (fo && rcoll_config.rail_retry > 0) {
+        if ((st = tcp_lazy_listen(ctx)) != RCOLL_OK)
+            goto err;
+    } else {
+        close(ctx->listen_fd);
+        ctx->listen_fd = -1;
+    }
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
     free(use);
@@ -600,9 +609,12 @@ static void tcp_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     rcoll_lanes_print(f, "socket k of every peer", n, sum);
     tcp_rails_stats(ctx, f);
     fprintf(f, "rcoll:     failover (RCOLL_RAIL_FAILOVER=%d): %llu sockets "
-            "lost, %llu messages sent again, %llu received out of order "
-            "and set aside\n", rcoll_config.rail_failover,
+            "lost, %llu connected again, %llu messages sent again, %llu "
+            "received out of order and set aside\n",
+            rcoll_config.rail_failover,
             (unsigned long long)__atomic_load_n(&ctx->rails_down,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->rails_up,
                                                 __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&ctx->resent,
                                                 __ATOMIC_RELAXED),

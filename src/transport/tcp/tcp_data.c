@@ -399,9 +399,9 @@ static int tcp_handle_wire(tcp_sock_t *s)
     switch (w->type) {
     case TCP_CREDIT:
         return 0;
-    case TCP_RAIL: /* the peer lost socket `flags` */
-        if (w->flags >= (uint32_t)ep->ctx->nsocks ||
-            w->flags == (uint32_t)s->idx) {
+    case TCP_RAIL: { /* the peer lost socket `flags` & 0xff */
+        uint32_t idx = w->flags & 0xffu, gen = w->flags >> 8;
+        if (idx >= (uint32_t)ep->ctx->nsocks || idx == (uint32_t)s->idx) {
             tcp_ep_fail(ep, "protocol error: a failover notice names a "
                         "wrong socket", 0);
             return -1;
@@ -417,10 +417,15 @@ static int tcp_handle_wire(tcp_sock_t *s)
             ep->have_upto = 1;
         }
         tcp_ep_activate(ep);
-        char why[64];
-        snprintf(why, sizeof(why), "rank %d found it failed", ep->peer);
-        tcp_sock_end(&ep->socks[w->flags], why, 0);
+        /* (a notice of an earlier connection's loss, read after a new
+         * one replaced it, ends nothing: only its number counts) */
+        if (gen == ep->socks[idx].gen) {
+            char why[64];
+            snprintf(why, sizeof(why), "rank %d found it failed", ep->peer);
+            tcp_sock_end(&ep->socks[idx], why, 0);
+        }
         return s->closed ? -1 : 0;
+    }
     case TCP_BYE:
         ep->bye = 1;
         s->bye = 1;
@@ -805,6 +810,21 @@ rcoll_status_t tcp_recv_peek(rcoll_tl_ep_t *tep,
     *hdr = &s->slot_hdr[s->sl.head];
     *payload = s->slot_pay[s->sl.head];
     return RCOLL_OK;
+}
+
+int tcp_sock_quiet(tcp_sock_t *s)
+{
+    tcp_ep_t *ep = s->ep;
+    if (!s->down || s->resends > 0 || ep->failed)
+        return 0;
+    /* what its slots still hold came again over the other sockets (the
+     * peer took the socket down too and sent everything we had not
+     * released); a copy taken already is dropped, one not yet taken
+     * waits to be (it may be the one the engine holds now) */
+    while (s->sl.count > 0 &&
+           tcp_lseq_before(s->slot_lseq[s->sl.head], (uint32_t)ep->rx_seq))
+        tcp_sock_release(s);
+    return s->sl.count == 0;
 }
 
 void tcp_sock_release(tcp_sock_t *s)

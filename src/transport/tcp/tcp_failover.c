@@ -18,14 +18,21 @@
  *    moved aside (at most the messages in flight when the rail failed),
  *    so that its credit lets the resends through.
  * A RESENT message never lands in place: its operation may have taken
- * the first copy and moved on. What is not done: a failed rail is not
- * tried again (no failback); ib queue pairs do not fail over. */
+ * the first copy and moved on.
+ * Failback: the lower rank of the pair connects a socket taken down again
+ * every RCOLL_RAIL_RETRY seconds (tcp_lazy_rejoin), once nothing of it is
+ * left to send again and its slots hold nothing not yet received, on both
+ * sides (tcp_sock_quiet); both then make it new (tcp_sock_renew) and it
+ * carries its share again. Its generation counts the connections: a loss
+ * notice about an older one, read late, ends nothing. ib queue pairs do
+ * not fail over. */
 #include "transport/tcp/tcp.h"
 
 struct tcp_resend {
     uint32_t lseq;
     rcoll_msg_hdr_t hdr;
     const char *pay;          /* the failed socket's copy */
+    int from;                 /* that socket */
 };
 
 struct tcp_side {
@@ -37,7 +44,7 @@ struct tcp_side {
 /* ---- send side ---- */
 
 static int resend_add(tcp_ep_t *ep, uint32_t lseq, const rcoll_msg_hdr_t *h,
-                      const char *pay)
+                      const char *pay, int from)
 {
     if (ep->nresend == ep->resend_cap) {
         int cap = RCOLL_MAX(16, 2 * ep->resend_cap);
@@ -49,7 +56,9 @@ static int resend_add(tcp_ep_t *ep, uint32_t lseq, const rcoll_msg_hdr_t *h,
     }
     ep->resend[ep->nresend].lseq = lseq;
     ep->resend[ep->nresend].hdr = *h;
+    ep->resend[ep->nresend].from = from;
     ep->resend[ep->nresend++].pay = pay;
+    ep->socks[from].resends++;
     return 0;
 }
 
@@ -65,16 +74,16 @@ static uint32_t next_new(const tcp_ep_t *ep)
     return upto;
 }
 
-/* A RAIL notice on socket c: socket `idx` failed; our messages from
- * next_new on are sent after every resend. 0, or -1 when c's queue has
- * no room. */
+/* A RAIL notice on socket c: socket `idx` (of its generation) failed;
+ * our messages from next_new on are sent after every resend. 0, or -1
+ * when c's queue has no room. */
 static int tell(tcp_sock_t *c, int idx)
 {
     tcp_txitem_t *it = tcp_txq_push(c, TCP_RAIL, NULL, NULL, NULL);
     if (!it)
         return -1;
     it->wire.lseq = next_new(c->ep);
-    it->wire.flags = (uint32_t)idx;
+    it->wire.flags = (uint32_t)idx | c->ep->socks[idx].gen << 8;
     tcp_sock_write(c);
     return 0;
 }
@@ -101,6 +110,7 @@ static void take_down(tcp_sock_t *s)
     int live = ctx->nsocks - ep->nended, lost = s->tx_fifo_count;
     char rn[32];
     s->down = 1;
+    s->retry_at = rcoll_time_sec() + rcoll_config.rail_retry;
     ep->down_mask |= 1u << s->idx;
     rcoll_lane_add(&ctx->rails_down, 1);
     rcoll_warn("tcp: rank %d: rail %s to rank %d (%s pid %d) failed (%s): "
@@ -111,7 +121,8 @@ static void take_down(tcp_sock_t *s)
                live);
     for (int i = 0; i < lost; i++) {
         int j = (s->tx_fifo_head + i) % ctx->nslots;
-        if (resend_add(ep, s->tx_lseq[j], &s->tx_hdr[j], s->tx_keep[j])) {
+        if (resend_add(ep, s->tx_lseq[j], &s->tx_hdr[j], s->tx_keep[j],
+                       s->idx)) {
             tcp_ep_fail(ep, "out of memory for a failed socket's messages",
                         ENOMEM);
             return;
@@ -121,6 +132,26 @@ static void take_down(tcp_sock_t *s)
     for (int j = 0; j < s->txq_count; j++)
         free(s->txq[(s->txq_head + j) % s->txq_cap].own);
     s->txq_count = 0;
+}
+
+/* Failback: the lower rank of the pair connects each socket taken down
+ * again, every RCOLL_RAIL_RETRY seconds, once it is quiet on this side
+ * (the peer checks its own side when the hello comes). */
+static void failback(tcp_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (!ep->down_mask || ctx->p.rank > ep->peer || ep->failed ||
+        ep->bye || rcoll_config.rail_retry <= 0)
+        return;
+    double now = rcoll_time_sec();
+    for (int k = 0; k < ctx->nsocks && !ep->failed; k++) {
+        tcp_sock_t *s = &ep->socks[k];
+        if (!s->down || s->conn || now < s->retry_at || now < s->await ||
+            !tcp_sock_quiet(s))
+            continue;
+        s->retry_at = now + rcoll_config.rail_retry;
+        tcp_lazy_rejoin(ep, k);
+    }
 }
 
 void tcp_fo_poll(tcp_ep_t *ep)
@@ -148,6 +179,7 @@ void tcp_fo_poll(tcp_ep_t *ep)
         c->told |= news;
     }
     tcp_resend_drain(ep);
+    failback(ep);
 }
 
 void tcp_resend_drain(tcp_ep_t *ep)
@@ -180,6 +212,7 @@ void tcp_resend_drain(tcp_ep_t *ep)
             break;
         }
         rcoll_lane_add(&ep->ctx->resent, 1);
+        ep->socks[r.from].resends--; /* (the push copied it) */
         ep->resend_head++;
     }
     if (ep->resend_head == ep->nresend)

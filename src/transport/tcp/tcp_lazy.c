@@ -32,6 +32,7 @@ typedef struct tcp_conn {
     int state;
     int peer, idx;        /* ours: the socket it is for */
     int pair;             /* ours: the rail pair it leaves through */
+    int rejoin;           /* ours: for a socket taken down (failback) */
     double deadline;      /* of this attempt, or of the peer's hello */
     size_t got;           /* bytes of the current step read */
     uint64_t mac;         /* ours: the MAC we sent */
@@ -156,8 +157,9 @@ static int conn_open(tcp_conn_t *c)
     /* a rail gets a few seconds to connect; once connected, the
      * handshake waits on the peer's engine, as long as any operation */
     c->deadline = rcoll_time_sec() +
-                  (c->pair ? RCOLL_MIN(TCP_RAIL_TRY_S, ctx->p.timeout)
-                           : ctx->p.timeout);
+                  (c->pair || c->rejoin ? RCOLL_MIN(TCP_RAIL_TRY_S,
+                                                    ctx->p.timeout)
+                                        : ctx->p.timeout);
     return 0;
 }
 
@@ -174,7 +176,12 @@ static void conn_retry(tcp_conn_t *c, int err)
     char a[128], hint[320];
     if (c->state == CONN_DEAD)
         return;
-    if (ctx->eps[c->peer]->failed) {
+    if (ctx->eps[c->peer]->failed || c->rejoin) {
+        /* (failback: the rail is still down; tried again later) */
+        if (c->rejoin)
+            rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d: socket %d to rank "
+                        "%d does not connect again yet: %s", ctx->p.rank,
+                        c->idx, c->peer, strerror(err));
         conn_free(c, 0);
         return;
     }
@@ -246,13 +253,66 @@ void tcp_lazy_connect(tcp_ep_t *ep)
     }
 }
 
+void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const tcp_rails_t *me = &ctx->rails[ctx->p.rank];
+    uint8_t pairs[TCP_MAX_RAILS][2];
+    int np = tcp_rails_pair(me, &ctx->rails[ep->peer], pairs);
+    tcp_conn_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return; /* tried again later */
+    c->h.cb = conn_event;
+    c->fd = -1;
+    c->peer = ep->peer;
+    c->idx = k;
+    c->rejoin = 1;
+    /* the pair it went over before (a rail that failed at set-up sent it
+     * over the bootstrap's) */
+    c->pair = k % np;
+    if (c->pair && (ctx->rails_bad >> pairs[c->pair][0] & 1))
+        c->pair = 0;
+    conn_link(ctx, c);
+    ep->socks[k].conn = c;
+    int e = conn_open(c);
+    if (e)
+        conn_retry(c, e);
+}
+
+/* Socket s of ep, taken down after a failover, is connected again over
+ * fd (failback): made new on this side, taken into use, and said. */
+static void rejoined(tcp_ep_t *ep, tcp_sock_t *s, int fd)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
+    tcp_sock_renew(s);
+    rcoll_sock_set_nonblock(fd, 1);
+    rcoll_sock_tune(fd);
+    if (tcp_sock_setup(ctx, ep->peer, s->idx, fd) != RCOLL_OK) {
+        tcp_ep_fail_st(ep, RCOLL_ERR_SYSTEM, rcoll_last_error());
+        return;
+    }
+    char rn[32] = "";
+    const tcp_rails_t *me = ctx->rails ? &ctx->rails[ctx->p.rank] : NULL;
+    if (me && s->rail >= 0 && s->rail < me->nrails)
+        snprintf(rn, sizeof(rn), "%s", me->rail[s->rail].ifname);
+    rcoll_warn("tcp: rank %d: rail %s to rank %d (%s pid %d) is back: "
+               "socket %d carries its share again", ctx->p.rank,
+               rn[0] ? rn : "?", ep->peer, pi->hostname, (int)pi->pid,
+               s->idx);
+}
+
 /* Our connection c is authenticated and taken: it becomes socket idx. */
 static void conn_done(tcp_conn_t *c)
 {
     struct rcoll_tl_ctx *ctx = c->ctx;
     tcp_ep_t *ep = ctx->eps[c->peer];
-    int fd = c->fd, idx = c->idx;
+    int fd = c->fd, idx = c->idx, rejoin = c->rejoin;
     conn_free(c, 1);
+    if (rejoin) {
+        rejoined(ep, &ep->socks[idx], fd);
+        return;
+    }
     rcoll_sock_tune(fd);
     if (tcp_sock_setup(ctx, ep->peer, idx, fd) != RCOLL_OK)
         tcp_ep_fail_st(ep, RCOLL_ERR_SYSTEM, rcoll_last_error());
@@ -323,7 +383,8 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
             return;
         }
         tcp_hello_t h = {TCP_HELLO_MAGIC, p->rank, c->idx, ctx->nsocks,
-                         p->chunk_size, p->nslots, c->peer};
+                         p->chunk_size, p->nslots, c->peer,
+                         ep->socks[c->idx].gen};
         memcpy(c->buf + 16, &h, sizeof(h));
         c->mac = rcoll_auth_mac(p->secret, c->buf, &h, sizeof(h));
         memcpy(c->buf + 16 + sizeof(h), &c->mac, 8);
@@ -404,7 +465,7 @@ static void conn_in_step(tcp_conn_t *c)
     }
     tcp_ep_t *ep = ctx->eps[h.rank];
     tcp_sock_t *s = &ep->socks[h.idx];
-    if (ep->failed || s->ended) {
+    if (ep->failed || (s->ended && !s->down)) {
         conn_free(c, 0);
         return;
     }
@@ -413,6 +474,22 @@ static void conn_in_step(tcp_conn_t *c)
         snprintf(why, sizeof(why), "%s", rcoll_last_error());
         conn_free(c, 0);
         tcp_ep_fail_st(ep, RCOLL_ERR_INVALID_ARGUMENT, why);
+        return;
+    }
+    if (s->down) {
+        /* failback: the lower rank connects a socket taken down again;
+         * taken when it is quiet here too and of the same generation,
+         * else "no" (it tries again later) */
+        int take = h.rank < p->rank && h.gen == s->gen && tcp_sock_quiet(s);
+        uint64_t ans = rcoll_auth_reply(p->secret, mac, take);
+        int fd = c->fd;
+        if (send(fd, &ans, sizeof(ans), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                (ssize_t)sizeof(ans) || !take) {
+            conn_free(c, 0);
+            return;
+        }
+        conn_free(c, 1);
+        rejoined(ep, s, fd);
         return;
     }
     if (s->fd >= 0) {

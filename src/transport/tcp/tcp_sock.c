@@ -100,6 +100,45 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     return RCOLL_OK;
 }
 
+void tcp_sock_renew(tcp_sock_t *s)
+{
+    tcp_ep_t *ep = s->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    size_t ns = (size_t)ctx->nslots;
+    rcoll_slots_init(&s->sl, ctx->nslots);
+    s->rx_ring_tail = s->rx_ring_held = s->rx_ring_owed = 0;
+    memset(s->slot_big, 0, ns * sizeof(char *));
+    memset(s->slot_isbig, 0, ns);
+    memset(s->slot_ring, 0, ns * sizeof(uint32_t));
+    s->rx_big_held = s->rx_big_owed = 0;
+    memcpy(s->pool, s->pool_all, (size_t)s->nalloc * sizeof(char *));
+    s->npool = s->nalloc;
+    s->rb_head = s->rb_tail = 0;
+    s->rx_off = s->rx_poff = 0;
+    s->rx_in_payload = 0;
+    s->tx_fifo_head = s->tx_fifo_count = s->tx_big_out = 0;
+    s->tx_ring_tail = s->tx_ring_used = 0;
+    s->txq_head = s->txq_count = 0;
+    if (s->tx_keep) {
+        memset(s->tx_keep, 0, ns * sizeof(char *));
+        memcpy(s->keep_pool, s->keep_all, (size_t)s->nkeep * sizeof(char *));
+        s->nkeep_free = s->nkeep;
+    }
+    s->want_out = s->rx_run = s->oneway = s->oneway_again = 0;
+    s->await = 0;
+    s->fd = -1;
+    s->bye = s->ended = s->lost = s->down = 0;
+    s->lost_why[0] = 0;
+    s->resends = 0;
+    s->told = 0; /* it tells of every socket down now before it carries */
+    s->gen++;
+    ep->nended--;
+    ep->down_mask &= ~(1u << s->idx);
+    for (int k = 0; k < ctx->nsocks; k++)
+        ep->socks[k].told &= ~(1u << s->idx);
+    rcoll_lane_add(&ctx->rails_up, 1);
+}
+
 /* An authenticated hello with other settings than ours: both sides would
  * fail later in confusing ways, so stop here and say why. */
 rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
