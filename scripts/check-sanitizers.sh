@@ -7,7 +7,8 @@
 #               slot), slots/credits, single copy, non-blocking,
 #               registration, failure tests (zero-copy sends in flight at
 #               a failure included), SIGKILL fault trials over tcp, the
-#               point-to-point patterns on 3 ranks. RCOLL_TEST_SANITIZER=1
+#               point-to-point patterns on 3 ranks, TCP failover and
+#               failback over loopback. RCOLL_TEST_SANITIZER=1
 #               sizes the protocol test (10 rounds a seed) and the matrix
 #               (counts to 131073, not 8 MiB) for the slowdown.
 #   build-tsan  --enable-tsan: ThreadSanitizer over the threaded tests
@@ -55,7 +56,7 @@ echo "== ASan + UBSan (build-asan)"
 if build build-asan --enable-asan; then
     (cd build-asan &&
      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 RCOLL_TEST_SANITIZER=1 \
-     RCOLL_TEST_FILTER='unit|protocol|api|matrix, shm, 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks' \
+     RCOLL_TEST_FILTER='unit|protocol|api|matrix, shm, 3 ranks|nonblocking|register.*(2|4) ranks|fail: |1 slot|single copy|faults: SIGKILL.*tcp|p2p: .*(shm|tcp), 3 ranks|tcp failover' \
      make -j"$(nproc)" check 2>&1) | grep -E '^(PASS|FAIL|SKIP)|^      \||passed,' > "$tmp/asan"
     show asan < "$tmp/asan"
     sum "$tmp/asan"
