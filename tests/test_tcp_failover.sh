@@ -13,7 +13,8 @@
 # Failback (RCOLL_RAIL_RETRY, 0.2 s here): a lost socket is connected
 # again once nothing of it is left to resend; the last run loses a
 # socket three times (K a list) and each time both ranks of the pair
-# connect it again, bit-exact throughout.
+# connect it again, bit-exact throughout; in another the first failback's
+# answer is lost (RCOLL_FAULT=tcp_rejoin_cut) and a later one succeeds.
 # Usage: test_tcp_failover.sh BUILD
 B=$1
 L=$B/tests/logs
@@ -41,6 +42,8 @@ run() { # run NAME K[,K...] ENV... -- PROGRAM ARGS...
     # long enough by design, must show every one)
     if [ $rc -ne 0 ] || [ "$n" -lt "$want" ] ||
         { [ "$name" = again ] && [ "$b" -lt "$want" ]; } ||
+        { [ "$name" = cutback ] && { [ "$b" -lt 3 ] ||
+            ! grep -q "RCOLL_FAULT: tcp_rejoin_cut" "$out"; }; } ||
         ! grep -q "0 failures on all ranks" "$out"; then
         echo "FAIL: $name"; tail -n 8 "$out"; fails=$((fails + 1))
     fi
@@ -53,5 +56,10 @@ run lazy 900 RCOLL_TCP_CONNECT=lazy RCOLL_CHECKSUM=1 RCOLL_TCP_NSOCKS=3 \
     -- "$B/tests/test_coll" $N
 run p2p 300 -- "$B/tests/test_p2p"
 run again 200,1200,2500 -- "$B/tests/test_coll" -q -N 1,1023,131073
+# (the first failback's yes lost, its new connection cut: the peer took the
+# new number, the connecting rank did not; the next attempt proposes a
+# higher one, and the socket comes back)
+run cutback 200 CUT=tcp_rejoin_cut:1 -- sh -c 'RCOLL_FAULT="$RCOLL_FAULT,$CUT" exec "$@"' sh \
+    "$B/tests/test_coll" -q -N 1,1023,131073
 [ $fails -eq 0 ] || exit 1
 echo "ok: every run failed over and finished bit-exact; a socket lost three times was connected again each time"

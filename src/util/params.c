@@ -408,7 +408,10 @@ static const param_t params[] = {
       "queue gets room for the receives and 8 more entries, as on a device "
       "with a small max_cqe); tcp_failover_any (a peer's TCP sockets may "
       "fail over with one rail: over loopback); tcp_sock_drop (a send "
-      "shuts its socket down after queueing, as if its rail failed)"),
+      "shuts its socket down after queueing, as if its rail failed); "
+      "tcp_rejoin_cut (a failback's new connection is taken without "
+      "its yes and cut at once, as if the answer was lost with the "
+      "rail)"),
 };
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
 
@@ -523,6 +526,7 @@ int rcoll_fault(const char *site)
 {
     const char *p = rcoll_config.fault;
     size_t n = strlen(site);
+    int fire = 0;
     for (int i = 0; p && *p; i++) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
@@ -530,15 +534,16 @@ int rcoll_fault(const char *site)
             long nth = len > n ? strtol(p + n + 1, NULL, 10) : 0;
             int hit = __atomic_add_fetch(&fault_hits[i % FAULT_SITES], 1,
                                          __ATOMIC_RELAXED);
-            /* (a site named again with another count fires again then) */
-            if (nth <= 0 || hit == nth) {
+            /* (a site named again with another count fires again then:
+             * every entry counts every call) */
+            if (!fire && (nth <= 0 || hit == nth)) {
                 rcoll_warn("RCOLL_FAULT: %s, its time %d", site, hit);
-                return 1;
+                fire = 1;
             }
         }
         p = e ? e + 1 : NULL;
     }
-    return 0;
+    return fire;
 }
 
 int rcoll_config_name_allowed(const char *spec, const char *name)

@@ -209,8 +209,9 @@ typedef struct {
     char lost_why[160];
     int resends;              /* its messages waiting to go again over the
                                  others (their copies are its buffers) */
-    uint32_t gen;             /* connections that replaced it (failback);
-                                 a notice of an earlier one's loss is old */
+    uint32_t gen;             /* its connection's number (failback), below
+                                 2^24: a loss notice of another is old */
+    uint32_t gen_tried;       /* the highest number we proposed for it */
     double retry_at;          /* taken down: when to connect it again */
     int closed;               /* fd closed (bye/abort/error) */
     rcoll_lane_stats_t st;
@@ -286,8 +287,8 @@ typedef struct {
     int32_t nslots;
     int32_t to;               /* the rank it is for (a connection that
                                  reached another process is dropped) */
-    uint32_t gen;             /* the socket's generation (failback: a new
-                                 connection for a socket taken down) */
+    uint32_t gen;             /* failback: the number proposed for the new
+                                 connection of a socket taken down */
 } tcp_hello_t;
 
 
@@ -315,10 +316,10 @@ rcoll_status_t tcp_hello_agree(const struct rcoll_tl_ctx *ctx,
                                const tcp_hello_t *h);
 int tcp_window(int nslots, int nranks, int nsocks);
 /* A socket taken down after a failover made new, as at the start, for the
- * connection that replaces it (failback; both sides, tcp_sock_quiet held
- * on each): its buffers kept, the notices of its loss cleared, its
- * generation one on. tcp_sock_setup then takes the descriptor. */
-void tcp_sock_renew(tcp_sock_t *s);
+ * connection numbered gen that replaces it (failback; both sides,
+ * tcp_sock_quiet held on each): its buffers kept, the notices of its loss
+ * cleared. tcp_sock_setup then takes the descriptor. */
+void tcp_sock_renew(tcp_sock_t *s, uint32_t gen);
 void tcp_ring_sizes(int nslots, int nranks, int nsocks,
                     size_t *small, size_t *ring);
 

@@ -23,9 +23,12 @@
  * every RCOLL_RAIL_RETRY seconds (tcp_lazy_rejoin), once nothing of it is
  * left to send again and its slots hold nothing not yet received, on both
  * sides (tcp_sock_quiet); both then make it new (tcp_sock_renew) and it
- * carries its share again. Its generation counts the connections: a loss
- * notice about an older one, read late, ends nothing. ib queue pairs do
- * not fail over. */
+ * carries its share again. Each connection of a socket has a number,
+ * proposed by the connecting rank above any it proposed or took before
+ * and taken by the peer only above its own (so an answer lost on the way
+ * cannot leave the two sides on different numbers for good); a loss
+ * notice names the number, and one about an older connection, read
+ * late, ends nothing. ib queue pairs do not fail over. */
 #include "transport/tcp/tcp.h"
 
 struct tcp_resend {
@@ -74,7 +77,8 @@ static uint32_t next_new(const tcp_ep_t *ep)
     return upto;
 }
 
-/* A RAIL notice on socket c: socket `idx` (of its generation) failed;
+/* A RAIL notice on socket c: socket `idx` (its connection's number)
+ * failed;
  * our messages from next_new on are sent after every resend. 0, or -1
  * when c's queue has no room. */
 static int tell(tcp_sock_t *c, int idx)

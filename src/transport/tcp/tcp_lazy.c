@@ -33,6 +33,7 @@ typedef struct tcp_conn {
     int peer, idx;        /* ours: the socket it is for */
     int pair;             /* ours: the rail pair it leaves through */
     int rejoin;           /* ours: for a socket taken down (failback) */
+    uint32_t gen;         /*   the number it proposes for the connection */
     double deadline;      /* of this attempt, or of the peer's hello */
     size_t got;           /* bytes of the current step read */
     uint64_t mac;         /* ours: the MAC we sent */
@@ -103,7 +104,8 @@ static void conn_fail(tcp_conn_t *c, rcoll_status_t st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    int lost = ep->socks[c->idx].ended && ep->nended < c->ctx->nsocks;
+    int lost = c->rejoin ||
+               (ep->socks[c->idx].ended && ep->nended < c->ctx->nsocks);
     conn_free(c, 0);
     if (!lost) /* (a socket lost to a failover may fail to connect) */
         tcp_ep_fail_st(ep, st, what);
@@ -267,25 +269,39 @@ void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
     c->peer = ep->peer;
     c->idx = k;
     c->rejoin = 1;
+    /* a number above any either side may have taken: an answer that
+     * never reached us may have made the peer's the last one proposed */
+    tcp_sock_t *s = &ep->socks[k];
+    s->gen_tried = RCOLL_MAX(s->gen, s->gen_tried) + 1;
+    c->gen = s->gen_tried & 0xffffffu;
     /* the pair it went over before (a rail that failed at set-up sent it
      * over the bootstrap's) */
     c->pair = k % np;
     if (c->pair && (ctx->rails_bad >> pairs[c->pair][0] & 1))
         c->pair = 0;
     conn_link(ctx, c);
-    ep->socks[k].conn = c;
+    s->conn = c;
     int e = conn_open(c);
     if (e)
         conn_retry(c, e);
 }
 
 /* Socket s of ep, taken down after a failover, is connected again over
- * fd (failback): made new on this side, taken into use, and said. */
-static void rejoined(tcp_ep_t *ep, tcp_sock_t *s, int fd)
+ * fd as connection gen (failback): made new on this side, taken into use,
+ * and said. */
+static void rejoined(tcp_ep_t *ep, tcp_sock_t *s, int fd, uint32_t gen)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     const rcoll_boot_peer_t *pi = &ctx->p.bs->peers[ep->peer];
-    tcp_sock_renew(s);
+    if (s->conn) /* ours for it on first use, from before the loss */
+        conn_free(s->conn, 0);
+    if (tcp_sock_alloc(ctx, s) != 0) {
+        close(fd);
+        tcp_ep_fail_st(ep, RCOLL_ERR_NO_MEMORY, "tcp: no memory for a "
+                       "socket to it");
+        return;
+    }
+    tcp_sock_renew(s, gen);
     rcoll_sock_set_nonblock(fd, 1);
     rcoll_sock_tune(fd);
     if (tcp_sock_setup(ctx, ep->peer, s->idx, fd) != RCOLL_OK) {
@@ -308,9 +324,10 @@ static void conn_done(tcp_conn_t *c)
     struct rcoll_tl_ctx *ctx = c->ctx;
     tcp_ep_t *ep = ctx->eps[c->peer];
     int fd = c->fd, idx = c->idx, rejoin = c->rejoin;
+    uint32_t gen = c->gen;
     conn_free(c, 1);
     if (rejoin) {
-        rejoined(ep, &ep->socks[idx], fd);
+        rejoined(ep, &ep->socks[idx], fd, gen);
         return;
     }
     rcoll_sock_tune(fd);
@@ -383,8 +400,7 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
             return;
         }
         tcp_hello_t h = {TCP_HELLO_MAGIC, p->rank, c->idx, ctx->nsocks,
-                         p->chunk_size, p->nslots, c->peer,
-                         ep->socks[c->idx].gen};
+                         p->chunk_size, p->nslots, c->peer, c->gen};
         memcpy(c->buf + 16, &h, sizeof(h));
         c->mac = rcoll_auth_mac(p->secret, c->buf, &h, sizeof(h));
         memcpy(c->buf + 16 + sizeof(h), &c->mac, 8);
@@ -415,7 +431,8 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
         /* it connects this socket to us itself (the lower rank's wins);
          * if that has not come in a while, ours goes again: a peer that
          * failed meanwhile then refuses it, and we say so */
-        ep->socks[c->idx].await = rcoll_time_sec() + TCP_AWAIT_S;
+        if (!c->rejoin) /* (a failback tries again at RCOLL_RAIL_RETRY) */
+            ep->socks[c->idx].await = rcoll_time_sec() + TCP_AWAIT_S;
         conn_free(c, 0);
     } else {
         conn_fail(c, RCOLL_ERR_AUTH, "tcp: rank %d's handshake on socket %d "
@@ -478,18 +495,26 @@ static void conn_in_step(tcp_conn_t *c)
     }
     if (s->down) {
         /* failback: the lower rank connects a socket taken down again;
-         * taken when it is quiet here too and of the same generation,
-         * else "no" (it tries again later) */
-        int take = h.rank < p->rank && h.gen == s->gen && tcp_sock_quiet(s);
+         * taken when it is quiet here too and the connection's number is
+         * new, else "no" (it tries again later) */
+        int take = h.rank < p->rank && h.gen > s->gen && h.gen <= 0xffffffu &&
+                   tcp_sock_quiet(s);
         uint64_t ans = rcoll_auth_reply(p->secret, mac, take);
         int fd = c->fd;
-        if (send(fd, &ans, sizeof(ans), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-                (ssize_t)sizeof(ans) || !take) {
+        /* (tests: our yes lost, and the new connection with it, once this
+         * side took the new number) */
+        int cut = take && rcoll_fault("tcp_rejoin_cut");
+        if (!cut && (send(fd, &ans, sizeof(ans), MSG_NOSIGNAL |
+                          MSG_DONTWAIT) != (ssize_t)sizeof(ans) || !take)) {
             conn_free(c, 0);
             return;
         }
         conn_free(c, 1);
-        rejoined(ep, s, fd);
+        rejoined(ep, s, fd, h.gen);
+        if (cut && !ep->failed) {
+            shutdown(fd, SHUT_RDWR);
+            tcp_sock_end(s, "cut for RCOLL_FAULT=tcp_rejoin_cut", 0);
+        }
         return;
     }
     if (s->fd >= 0) {

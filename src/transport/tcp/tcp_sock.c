@@ -100,7 +100,7 @@ rcoll_status_t tcp_sock_setup(struct rcoll_tl_ctx *ctx, int peer, int idx,
     return RCOLL_OK;
 }
 
-void tcp_sock_renew(tcp_sock_t *s)
+void tcp_sock_renew(tcp_sock_t *s, uint32_t gen)
 {
     tcp_ep_t *ep = s->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
@@ -131,7 +131,7 @@ void tcp_sock_renew(tcp_sock_t *s)
     s->lost_why[0] = 0;
     s->resends = 0;
     s->told = 0; /* it tells of every socket down now before it carries */
-    s->gen++;
+    s->gen = gen & 0xffffffu;
     ep->nended--;
     ep->down_mask &= ~(1u << s->idx);
     for (int k = 0; k < ctx->nsocks; k++)
