@@ -212,6 +212,8 @@ typedef struct {
     uint32_t gen;             /* its connection's number (failback), below
                                  2^24: a loss notice of another is old */
     uint32_t gen_tried;       /* the highest number we proposed for it */
+    uint32_t peer_lost;       /* 1 + a number not ours the peer said it
+                                 lost (0: none): an answer for it is old */
     double retry_at;          /* taken down: when to connect it again */
     int closed;               /* fd closed (bye/abort/error) */
     rcoll_lane_stats_t st;

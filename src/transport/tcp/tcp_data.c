@@ -423,6 +423,10 @@ static int tcp_handle_wire(tcp_sock_t *s)
             char why[64];
             snprintf(why, sizeof(why), "rank %d found it failed", ep->peer);
             tcp_sock_end(&ep->socks[idx], why, 0);
+        } else {
+            /* (it took a failback's connection and lost it again: our
+             * handshake for that one waits for nothing, tcp_lazy.c) */
+            ep->socks[idx].peer_lost = gen + 1;
         }
         return s->closed ? -1 : 0;
     }

@@ -269,11 +269,7 @@ void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
     c->peer = ep->peer;
     c->idx = k;
     c->rejoin = 1;
-    /* a number above any either side may have taken: an answer that
-     * never reached us may have made the peer's the last one proposed */
     tcp_sock_t *s = &ep->socks[k];
-    s->gen_tried = RCOLL_MAX(s->gen, s->gen_tried) + 1;
-    c->gen = s->gen_tried & 0xffffffu;
     /* the pair it went over before (a rail that failed at set-up sent it
      * over the bootstrap's) */
     c->pair = k % np;
@@ -326,6 +322,10 @@ static void conn_done(tcp_conn_t *c)
     int fd = c->fd, idx = c->idx, rejoin = c->rejoin;
     uint32_t gen = c->gen;
     conn_free(c, 1);
+    if (rejoin && ep->socks[idx].peer_lost == gen + 1) {
+        close(fd); /* the peer lost it already: tried again later */
+        return;
+    }
     if (rejoin) {
         rejoined(ep, &ep->socks[idx], fd, gen);
         return;
@@ -398,6 +398,14 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
         if (r < 0) {
             conn_retry(c, errno ? errno : ECONNRESET);
             return;
+        }
+        if (c->rejoin) {
+            /* a number above any either side may have taken (an answer
+             * that never reached us may have given the peer the last one
+             * we proposed), counted per hello sent */
+            tcp_sock_t *s = &ep->socks[c->idx];
+            s->gen_tried = (RCOLL_MAX(s->gen, s->gen_tried) + 1) & 0xffffffu;
+            c->gen = s->gen_tried;
         }
         tcp_hello_t h = {TCP_HELLO_MAGIC, p->rank, c->idx, ctx->nsocks,
                          p->chunk_size, p->nslots, c->peer, c->gen};
@@ -642,21 +650,32 @@ static void conn_reap(struct rcoll_tl_ctx *ctx)
     }
 }
 
-/* Handshakes past their deadline, or of a peer that failed. Ending one
- * may end others (a peer that fails), so the scan starts over after
- * each: each step ends the handshake or moves its deadline on. */
+/* A failback's handshake whose connection the peer said it lost (it took
+ * it, and the rail failed again before our answer came). */
+static int rejoin_lost(const struct rcoll_tl_ctx *ctx, const tcp_conn_t *c)
+{
+    return c->state != CONN_HELLO && c->rejoin && c->gen &&
+           ctx->eps[c->peer]->socks[c->idx].peer_lost == c->gen + 1;
+}
+
+/* Handshakes past their deadline, or of a peer that failed, or failbacks
+ * the peer lost. Ending one may end others (a peer that fails), so the
+ * scan starts over after each: each step ends the handshake or moves its
+ * deadline on. */
 void tcp_lazy_tick(struct rcoll_tl_ctx *ctx)
 {
     double now = rcoll_time_sec();
     conn_reap(ctx); /* no event batch is being dispatched now */
     for (;;) {
         tcp_conn_t *c = ctx->conns;
-        while (c && now < c->deadline &&
+        while (c && now < c->deadline && !rejoin_lost(ctx, c) &&
                (c->state == CONN_HELLO || !ctx->eps[c->peer]->failed))
             c = c->next;
         if (!c)
             break;
-        if (c->state != CONN_HELLO && ctx->eps[c->peer]->failed) {
+        if (rejoin_lost(ctx, c)) {
+            conn_free(c, 0); /* tried again later */
+        } else if (c->state != CONN_HELLO && ctx->eps[c->peer]->failed) {
             conn_free(c, 0); /* the peer failed: no retry, no warning */
         } else if (c->state == CONN_HELLO) {
             rcoll_warn("tcp: rank %d dropped a connection: no valid hello "
