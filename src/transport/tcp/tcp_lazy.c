@@ -222,40 +222,10 @@ static void conn_retry(tcp_conn_t *c, int err)
               rcoll_fd_limit_hint(err, hint, sizeof(hint)));
 }
 
-void tcp_lazy_connect(tcp_ep_t *ep)
-{
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    const tcp_rails_t *me = &ctx->rails[ctx->p.rank];
-    uint8_t pairs[TCP_MAX_RAILS][2];
-    int np = tcp_rails_pair(me, &ctx->rails[ep->peer], pairs);
-    for (int k = 0; k < ctx->nsocks && !ep->failed; k++) {
-        tcp_sock_t *s = &ep->socks[k];
-        if (s->fd >= 0 || s->conn || s->ended ||
-            (s->await > 0 && rcoll_time_sec() < s->await))
-            continue;
-        tcp_conn_t *c = calloc(1, sizeof(*c));
-        if (!c || tcp_sock_alloc(ctx, s) != 0) {
-            free(c);
-            tcp_ep_fail_st(ep, RCOLL_ERR_NO_MEMORY, "tcp: no memory for a "
-                           "socket to it");
-            return;
-        }
-        c->h.cb = conn_event;
-        c->fd = -1;
-        c->peer = ep->peer;
-        c->idx = k;
-        c->pair = k % np;
-        if (c->pair && (ctx->rails_bad >> pairs[c->pair][0] & 1))
-            c->pair = 0;
-        conn_link(ctx, c);
-        s->conn = c;
-        int e = conn_open(c);
-        if (e)
-            conn_retry(c, e);
-    }
-}
-
-void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
+/* Starts our connection for socket k of ep over the rail pair it uses (a
+ * rail that failed at set-up sends it over the bootstrap's); -1 out of
+ * memory. */
+static int conn_start(tcp_ep_t *ep, int k, int rejoin)
 {
     struct rcoll_tl_ctx *ctx = ep->ctx;
     const tcp_rails_t *me = &ctx->rails[ctx->p.rank];
@@ -263,23 +233,43 @@ void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
     int np = tcp_rails_pair(me, &ctx->rails[ep->peer], pairs);
     tcp_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return; /* tried again later */
+        return -1;
     c->h.cb = conn_event;
     c->fd = -1;
     c->peer = ep->peer;
     c->idx = k;
-    c->rejoin = 1;
-    tcp_sock_t *s = &ep->socks[k];
-    /* the pair it went over before (a rail that failed at set-up sent it
-     * over the bootstrap's) */
+    c->rejoin = rejoin;
     c->pair = k % np;
     if (c->pair && (ctx->rails_bad >> pairs[c->pair][0] & 1))
         c->pair = 0;
     conn_link(ctx, c);
-    s->conn = c;
+    ep->socks[k].conn = c;
     int e = conn_open(c);
     if (e)
         conn_retry(c, e);
+    return 0;
+}
+
+void tcp_lazy_connect(tcp_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    for (int k = 0; k < ctx->nsocks && !ep->failed; k++) {
+        tcp_sock_t *s = &ep->socks[k];
+        if (s->fd >= 0 || s->conn || s->ended ||
+            (s->await > 0 && rcoll_time_sec() < s->await))
+            continue;
+        if (tcp_sock_alloc(ctx, s) != 0 || conn_start(ep, k, 0) != 0) {
+            tcp_ep_fail_st(ep, RCOLL_ERR_NO_MEMORY, "tcp: no memory for a "
+                           "socket to it");
+            return;
+        }
+    }
+}
+
+void tcp_lazy_rejoin(tcp_ep_t *ep, int k)
+{
+    if (conn_start(ep, k, 1) != 0)
+        return; /* (no memory: tried again later) */
 }
 
 /* Socket s of ep, taken down after a failover, is connected again over
