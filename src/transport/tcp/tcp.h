@@ -291,7 +291,10 @@ typedef struct {
                                  reached another process is dropped) */
     uint32_t gen;             /* failback: the number proposed for the new
                                  connection of a socket taken down */
+    uint32_t pad;             /* 0: every byte sent is a member's */
 } tcp_hello_t;
+/* (no padding: the bytes sent and MAC'd are all initialized) */
+_Static_assert(sizeof(tcp_hello_t) == 40, "tcp_hello_t has padding");
 
 
 /* tcp_rails.c: this rank's rails, rail 0 the bootstrap's address `boot`

@@ -309,7 +309,7 @@ static rcoll_status_t tcp_connect_higher(struct rcoll_tl_ctx *ctx,
         for (int k = 0; use[peer] && k < ctx->nsocks; k++) {
             int fd;
             tcp_hello_t h = {TCP_HELLO_MAGIC, r, k, ctx->nsocks,
-                             p->chunk_size, p->nslots, peer, 0};
+                             p->chunk_size, p->nslots, peer, 0, 0};
             if ((st = tcp_connect_one(ctx, peer, k, &h, deadline, &fd)) !=
                 RCOLL_OK)
                 return st;

@@ -398,7 +398,7 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
             c->gen = s->gen_tried;
         }
         tcp_hello_t h = {TCP_HELLO_MAGIC, p->rank, c->idx, ctx->nsocks,
-                         p->chunk_size, p->nslots, c->peer, c->gen};
+                         p->chunk_size, p->nslots, c->peer, c->gen, 0};
         memcpy(c->buf + 16, &h, sizeof(h));
         c->mac = rcoll_auth_mac(p->secret, c->buf, &h, sizeof(h));
         memcpy(c->buf + 16 + sizeof(h), &c->mac, 8);
