@@ -15,6 +15,9 @@
 #  - 3 + 2 ranks (hosts of different sizes): every ring and chain algorithm
 #    follows the host-contiguous ring order, bit-exact, and the forced
 #    hierarchical algorithms fall back to the flat ring;
+#  - channels (RCOLL_NCHANNELS=2, 3, 4): the ring all-reduce, all-gather,
+#    reduce-scatter and the chain broadcast in parts on several rings,
+#    bit-exact; the tuner does not split over TCP;
 #  - Rabenseifner's all-reduce, the halving reduce-scatter and the
 #    recursive-doubling all-gather in their hosts' order, 2 x 4 and
 #    3 x 2, bit-exact;
@@ -61,6 +64,25 @@ for pair in allreduce:hierarchical allgather:hierarchical reduce_scatter:hierarc
             broadcast:chain broadcast:scatter_allgather reduce:chain; do
     go 5 2 RCOLL_ALGO=$pair RCOLL_CHUNK_SIZE=64K -- -q -C ${pair%%:*} -N $N
 done
+# channels: the ring collectives and the chain split in parts, each on
+# its own ring (backwards, rotated by half a host): 3 + 2 ranks with 2
+# channels, 2 x 4 with 4 (channels 0 and 2 share links inside a host:
+# their messages interleave on one connection) and 3 (a part per
+# channel, the last rotated only), with 4 KiB chunks and 2 slots
+CH="RCOLL_ALGO=allreduce:ring,allgather:ring,reduce_scatter:ring,broadcast:chain RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2"
+go 5 2 RCOLL_NCHANNELS=2 $CH -- -q -C allreduce,allgather,reduce_scatter,broadcast -N $NS
+HOSTDIV=1 go 8 2 RCOLL_NCHANNELS=4 $CH -- -q -C allreduce,allgather,reduce_scatter,broadcast -N $NS
+go 6 2 RCOLL_NCHANNELS=3 $CH -- -q -C allreduce,allgather,reduce_scatter,broadcast -N $NS
+# ... and they were split: rank 0 logs each split (RCOLL_DEBUG), and over
+# TCP's shared rails the tuner alone does not split (no NIC per rank)
+out=$(RCOLL_DEBUG=debug RCOLL_TRANSPORTS=shm,tcp RCOLL_NCHANNELS=2 "$RUN" -n 4 sh -c \
+    "RCOLL_HOSTID=host\$((RCOLL_RANK % 2)) RCOLL_ALGO=allreduce:ring exec '$B/tests/test_coll' -T -C allreduce -N 300000" 2>&1)
+[ "$(echo "$out" | grep -c ':0 .*allreduce #[0-9]* count 300000 .*: 2 channels of ring')" -ge 10 ] ||
+    { echo "$out" | grep -i "channel\|fail" | tail -n 5; echo "RCOLL_NCHANNELS=2: rank 0 did not split the all-reduces"; fail=1; }
+out=$(RCOLL_DEBUG=debug RCOLL_TRANSPORTS=shm,tcp "$RUN" -n 4 sh -c \
+    "RCOLL_HOSTID=host\$((RCOLL_RANK % 2)) RCOLL_ALGO=allreduce:ring exec '$B/tests/test_coll' -T -C allreduce -N 300000" 2>&1)
+echo "$out" | grep -q "channels of" &&
+    { echo "the tuner split an all-reduce over TCP (one set of NICs for all ranks)"; fail=1; }
 # Rabenseifner's all-reduce and the halving reduce-scatter across hosts
 # halve inside a host first, the recursive-doubling all-gather doubles
 # across hosts first: their bit order follows the hosts (2 x 4

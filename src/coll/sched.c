@@ -36,6 +36,11 @@ rcoll_status_t coll_sched_add(coll_sched_t *s, const coll_step_t *step)
 
 void coll_sched_free(coll_sched_t *s)
 {
+    for (int c = 0; c < s->nchan; c++)
+        coll_sched_free(&s->chan[c]);
+    free(s->chan);
+    s->chan = NULL;
+    s->nchan = 0;
     coll_p2p_recv_unregister(s);
     if (s->steps != s->steps_small)
         free(s->steps);
@@ -219,9 +224,24 @@ static rcoll_status_t sched_state_init(coll_sched_t *s, const coll_env_t *e)
     return RCOLL_OK;
 }
 
+int coll_sched_busy(const coll_sched_t *s)
+{
+    int n = s->nplaced + s->sends_inflight + s->md_npending;
+    for (int c = 0; c < s->nchan; c++)
+        n += coll_sched_busy(&s->chan[c]);
+    return n;
+}
+
 static void describe(const coll_sched_t *s, char *buf, size_t len)
 {
-    if (is_p2p(s))
+    unsigned ch = (unsigned)(s->seq >> COLL_SEQ_CHAN_SHIFT);
+    if (!is_p2p(s) && ch)
+        snprintf(buf, len, "%s #%llu channel %u (count %zu, %s, %s, root "
+                 "%d, %s)", coll_kind_name(s->kind),
+                 coll_seq_num(s->seq),
+                 ch - 1, s->count, rcoll_datatype_name(s->dt),
+                 rcoll_op_name(s->op), s->root, s->algo ? s->algo : "-");
+    else if (is_p2p(s))
         snprintf(buf, len, "%s (count %zu, %s, peer %d, tag %d)",
                  coll_kind_name(s->kind), s->count,
                  rcoll_datatype_name(s->dt), s->root, s->tag);
@@ -405,6 +425,11 @@ static void step_unplace(coll_sched_t *s, const coll_env_t *e, int i)
 
 void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e)
 {
+    for (int c = 0; c < s->nchan; c++) {
+        coll_env_t ec;
+        coll_chan_env(e, c, &ec);
+        coll_sched_unplace(&s->chan[c], &ec);
+    }
     for (int i = 0; s->nplaced > 0 && i < s->nsteps; i++)
         step_unplace(s, e, i);
 }
@@ -449,6 +474,12 @@ static int md_peer_busy(const coll_sched_t *s, int peer)
 
 void coll_sched_md_drain(coll_sched_t *s, const coll_env_t *e)
 {
+    if (s->nchan) {
+        for (int c = 0; c < s->nchan; c++)
+            coll_sched_md_drain(&s->chan[c], e);
+        s->md_npending = 0;
+        return;
+    }
     if (!s->md_npending)
         return;
     s->md->quiesce(e->md_ctx);
@@ -804,10 +835,47 @@ static rcoll_status_t sched_send(coll_sched_t *s, const coll_env_t *e,
     return RCOLL_OK;
 }
 
+/* An operation split into channels: each part progresses on its own
+ * ring; the parent shows the first unfinished part's cursors and wait
+ * (for diagnostics) and its parts' memory-domain work in md_npending. */
+static rcoll_status_t chan_progress(coll_sched_t *s, const coll_env_t *e,
+                                    int *progressed)
+{
+    const coll_sched_t *first = NULL;
+    s->md_npending = 0;
+    for (int c = 0; c < s->nchan; c++) {
+        if (!(s->chan_left & (1u << c)))
+            continue;
+        coll_env_t ec;
+        coll_chan_env(e, c, &ec);
+        rcoll_status_t st = coll_sched_progress(&s->chan[c], &ec, progressed);
+        if (st == RCOLL_OK) {
+            s->chan_left &= ~(1u << c);
+            continue;
+        }
+        if (st != RCOLL_INPROGRESS)
+            return st;
+        s->md_npending += s->chan[c].md_npending;
+        if (!first)
+            first = &s->chan[c];
+    }
+    if (!first)
+        return RCOLL_OK;
+    s->s_step = first->s_step;
+    s->s_chunk = first->s_chunk;
+    s->r_step = first->r_step;
+    s->r_chunk = first->r_chunk;
+    s->waiting_peer = first->waiting_peer;
+    s->waiting_for = first->waiting_for;
+    return RCOLL_INPROGRESS;
+}
+
 rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                                    int *progressed)
 {
     rcoll_status_t st;
+    if (s->nchan)
+        return chan_progress(s, e, progressed);
     if (s->area)
         return coll_area_progress(s, e, progressed);
     if (!s->recv_done) {

@@ -90,6 +90,7 @@ typedef enum {
 
 struct coll_sched;
 struct coll_env;
+struct coll_algo;
 typedef struct coll_area coll_area_t; /* coll/area.c */
 typedef struct coll_umsg coll_umsg_t; /* coll/match.c */
 
@@ -183,10 +184,19 @@ typedef struct coll_env {
                                (then host h's ranks are ring positions
                                h * host_size ...), else 0 */
     rcoll_link_model_t link_local; /* the link between ranks of one host */
+    int host_nics;          /* the most NICs one host's ranks use between
+                               them (transport host_nics), >= 1 */
     int paths;              /* network paths (rails) per peer pair, >= 1:
                                the transports' paths(), the same on every
                                rank */
     coll_locality_t loc;    /* partners across hosts, per kind of step */
+    /* channels (coll_sched_build_channels): channel c's ring order and
+     * positions, c < nchan_rings (chan_ring[0] is ring); 0: none */
+    int nchan_rings;
+    int host_min;           /* ranks of the smallest host's run in the
+                               ring order (1 when hosts interleave) */
+    const int *chan_ring[8];
+    const int *chan_pos[8];
     int peer_room;          /* peers every rank can connect to on first
                                use over a transport whose lanes hold
                                descriptors (the fewest of any rank); 0: no
@@ -234,6 +244,15 @@ typedef struct coll_sched {
                               const struct coll_env *e,
                               const rcoll_msg_hdr_t *h);
     struct coll_match *match; /* recv: registered there until matched */
+    size_t stride;          /* all-gather, reduce-scatter: elements from
+                               one rank's block to the next in the
+                               rank-indexed buffer; 0: count */
+    /* channels: the parts of a call split into nchan operations, each on
+     * its own ring (coll_sched_build_channels); the parent has no steps
+     * and progresses its parts, chan_left the bits of those not done */
+    struct coll_sched *chan;
+    int nchan;
+    unsigned chan_left;
     /* all-to-all(v): counts and displacements in elements, by rank (owned
      * copies: send counts, send displacements, receive counts, receive
      * displacements, n each) */
@@ -319,6 +338,47 @@ void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e);
 void coll_sched_md_drain(coll_sched_t *s, const coll_env_t *e);
 void coll_sched_free(coll_sched_t *s);
 const char *coll_kind_name(coll_kind_t k);
+
+/* Channels: at most this many parts of a call, each on its own ring. A
+ * part's messages carry the call's number with its channel + 1 in the top
+ * bits (the count of collectives never gets there). */
+#define COLL_CHAN_MAX 8
+#define COLL_SEQ_CHAN_SHIFT 56
+static inline unsigned long long coll_seq_num(uint64_t seq)
+{
+    return (unsigned long long)(seq & ((1ull << COLL_SEQ_CHAN_SHIFT) - 1));
+}
+/* The number of channels for this call by algorithm a (1: none):
+ * RCOLL_NCHANNELS, else the tuner's rule (coll/select.c). */
+int coll_sched_channels(const coll_sched_t *s, const coll_env_t *env,
+                        const struct coll_algo *a);
+/* Splits the call into nchan parts, each built with a on its channel's
+ * ring (env->chan_ring) */
+rcoll_status_t coll_sched_build_channels(coll_sched_t *s,
+                                         const coll_env_t *env,
+                                         const struct coll_algo *a,
+                                         size_t chunk, int nchan);
+/* Channel c's view of the communicator: env with that channel's ring */
+static inline void coll_chan_env(const coll_env_t *e, int c, coll_env_t *out)
+{
+    *out = *e;
+    if (c > 0 && c < e->nchan_rings) {
+        out->ring = e->chan_ring[c];
+        out->ring_pos = e->chan_pos[c];
+    }
+}
+/* The operations an operation s (or its parts) still has posted with the
+ * transports: sends not done, receives in place, memory-domain work */
+int coll_sched_busy(const coll_sched_t *s);
+/* s itself, or its i-th part (i < coll_sched_nparts(s)) */
+static inline int coll_sched_nparts(const coll_sched_t *s)
+{
+    return s->nchan ? s->nchan : 1;
+}
+static inline coll_sched_t *coll_sched_part(coll_sched_t *s, int i)
+{
+    return s->nchan ? &s->chan[i] : s;
+}
 
 /* The rank at ring position pos (taken mod nranks) and a rank's position. */
 static inline int coll_ring_rank(const coll_env_t *e, int pos)

@@ -46,6 +46,8 @@ struct rcoll_comm {
     coll_env_t env;
     int *ring;                    /* ring order: position -> rank */
     int *ring_pos;                /* rank -> position */
+    int *chan_rings;              /* channels 1..: ring and positions each
+                                     (env.chan_ring, env.chan_pos) */
     coll_tune_cache_t tune_cache[COLL_TUNE_CACHE_N];
     int epfd;
     int evfd;

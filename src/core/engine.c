@@ -132,17 +132,21 @@ static void req_release_tl(struct rcoll_comm *c, struct rcoll_request *r,
 {
     coll_sched_t *s = &r->sched;
     r->released = 1;
-    if (!r->started || (s->nplaced == 0 && s->sends_inflight == 0 &&
-                        s->md_npending == 0))
+    if (!r->started || !coll_sched_busy(s))
         return;
     coll_sched_md_drain(s, &c->env);
     coll_sched_unplace(s, &c->env);
-    for (int i = 0; s->sends_inflight > 0 && i < c->ntls; i++)
-        c->tls[i]->send_revoke(c->tl_ctxs[i], s, why);
-    if (s->sends_inflight > 0) /* a transport broke its contract */
-        rcoll_warn("rank %d: %s #%llu: %d sends still held by a transport "
-                   "after send_revoke", c->rank, coll_kind_name(s->kind),
-                   (unsigned long long)s->seq, s->sends_inflight);
+    /* each part (channel) is its sends' cookie */
+    for (int k = 0; k < coll_sched_nparts(s); k++) {
+        coll_sched_t *x = coll_sched_part(s, k);
+        for (int i = 0; x->sends_inflight > 0 && i < c->ntls; i++)
+            c->tls[i]->send_revoke(c->tl_ctxs[i], x, why);
+        if (x->sends_inflight > 0) /* a transport broke its contract */
+            rcoll_warn("rank %d: %s #%llu: %d sends still held by a "
+                       "transport after send_revoke", c->rank,
+                       coll_kind_name(s->kind), (unsigned long long)s->seq,
+                       x->sends_inflight);
+    }
 }
 
 /* Takes r out of the queue and completes it (the engine's holder, with

@@ -155,6 +155,7 @@ void rcoll__comm_free(struct rcoll_comm *c)
     free(c->peer_tl);
     free(c->ring);
     free(c->ring_pos);
+    free(c->chan_rings);
     rcoll_bootstrap_finalize(&c->bs);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->engine);

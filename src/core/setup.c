@@ -310,6 +310,7 @@ static void tune_inputs(struct rcoll_comm *c, const tl_offer_t *o,
     c->env.link_local = rcoll_config.tune_shm;
     c->env.link_name = "shm";
     c->env.paths = 1;
+    c->env.host_nics = 1;
     c->env.local_size = pr->local_size > 0 ? pr->local_size : 1;
     c->env.ncores = o[0].ncores > 0 ? o[0].ncores : 1;
     for (int a = 0; a < n; a++)
@@ -463,6 +464,9 @@ static rcoll_status_t open_one(struct rcoll_comm *c, int t,
         if (np > 1 && (c->env.paths == 1 || np < c->env.paths))
             c->env.paths = np;
     }
+    if (!ops->local_only && ops->host_nics)
+        c->env.host_nics = RCOLL_MAX(c->env.host_nics,
+                                     ops->host_nics(c->tl_ctxs[c->ntls]));
     if (ops->wait && c->wait_tl < 0)
         c->wait_tl = c->ntls;
     c->ntls++;
@@ -547,6 +551,62 @@ void rcoll__topo_dump_once(void)
     pthread_once(&topo_dump_once, topo_dump);
 }
 
+/* The rings of channels 1.. (coll_sched_build_channels): RCOLL_NCHANNELS
+ * of them, or across hosts 2 or as many as one host's ranks use NICs, none
+ * on one host. Channel c rotates each host's run of the ring by c / 2
+ * times the run's length over the rotations there are, and odd channels
+ * run the ring backwards: the second ring enters each host where the first
+ * leaves it, so both ends of a host (with a NIC per rank in NIC order,
+ * both NICs) send and receive; 4 channels add two rings that enter and
+ * leave at a host's middle ranks. */
+static rcoll_status_t chan_rings_init(struct rcoll_comm *c, const int *host)
+{
+    int n = c->nranks, nc = rcoll_config.nchannels;
+    if (!nc)
+        nc = c->env.nhosts > 1 ? RCOLL_MAX(2, c->env.host_nics) : 1;
+    nc = RCOLL_MIN(nc, COLL_CHAN_MAX);
+    c->env.nchan_rings = nc;
+    c->env.chan_ring[0] = c->ring;
+    c->env.chan_pos[0] = c->ring_pos;
+    c->env.host_min = n;
+    for (int b = 0, k; b < n; b += k) { /* each host's run of the ring */
+        for (k = 1; b + k < n && host[c->ring[b + k]] == host[c->ring[b]];)
+            k++;
+        c->env.host_min = RCOLL_MIN(c->env.host_min, k);
+    }
+    if (nc < 2)
+        return RCOLL_OK;
+    if (!(c->chan_rings = malloc((size_t)(nc - 1) * 2 * (size_t)n *
+                                 sizeof(int)))) {
+        c->env.nchan_rings = 1;
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory for the "
+                                "rings of %d channels", nc);
+    }
+    int nrot = (nc + 1) / 2;
+    for (int ch = 1; ch < nc; ch++) {
+        int *ring = c->chan_rings + (size_t)(ch - 1) * 2 * (size_t)n;
+        int *pos = ring + n;
+        for (int b = 0, k; b < n; b += k) {
+            for (k = 1; b + k < n && host[c->ring[b + k]] == host[c->ring[b]];)
+                k++;
+            int rot = (int)((long)(ch / 2) * k / nrot);
+            for (int j = 0; j < k; j++)
+                ring[b + j] = c->ring[b + (j + rot) % k];
+        }
+        if (ch & 1)
+            for (int i = 0, j = n - 1; i < j; i++, j--) {
+                int t = ring[i];
+                ring[i] = ring[j];
+                ring[j] = t;
+            }
+        for (int i = 0; i < n; i++)
+            pos[ring[i]] = i;
+        c->env.chan_ring[ch] = ring;
+        c->env.chan_pos[ch] = pos;
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t rcoll__placement_init(struct rcoll_comm *c)
 {
     int n = c->nranks;
@@ -575,6 +635,11 @@ rcoll_status_t rcoll__placement_init(struct rcoll_comm *c)
     c->env.ring = c->ring;
     c->env.ring_pos = c->ring_pos;
     c->env.nhosts = nh;
+    if (chan_rings_init(c, host) != RCOLL_OK) {
+        free(host);
+        free(ids);
+        return RCOLL_ERR_NO_MEMORY;
+    }
     if (c->rank == 0 && rcoll__log_level >= RCOLL_LOG_INFO) {
         char buf[512];
         size_t off = 0;

@@ -198,6 +198,11 @@ typedef struct rcoll_tl_ops {
      * a transfer into at least that many chunks so that every path
      * carries one); NULL: 1. */
     int (*paths)(rcoll_tl_ctx_t *ctx);
+    /* Optional: the most NICs the ranks of one host use between them
+     * (each rank on one of its host's devices), the same answer on every
+     * rank; the tuner spreads a ring collective over that many channels
+     * (coll/select.c). NULL or 1: every rank uses the same NICs. */
+    int (*host_nics)(rcoll_tl_ctx_t *ctx);
     /* Optional, for rcoll-info -t: the devices it would use here. */
     void (*describe)(FILE *f);
     /* The lanes (proto/lanes.h) each peer's messages are striped over

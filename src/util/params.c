@@ -388,6 +388,15 @@ static const param_t params[] = {
     P("ALGO", "", "list", algo, string,
       "force algorithms: e.g. broadcast:tree,allreduce:ring "
       "(rcoll-info -a lists them)"),
+    P("NCHANNELS", "0", "int", nchannels, int,
+      "channels of a ring all-reduce, all-gather, reduce-scatter or chain "
+      "broadcast, 1 to 8: the data split in contiguous parts, each on its "
+      "own ring (channel 1 runs the ring backwards; 2 and 3 rotate each "
+      "host's ranks by half), so a host's traffic enters and leaves through "
+      "several ranks and their NICs; 0: the tuner's choice, as many as the "
+      "NICs one host's ranks use between them (ib with a device per rank) "
+      "across hosts of at least that many ranks from 1 MiB a channel, "
+      "else 1"),
     P("TUNE_SHM", "0.66,14.7", "us,GB/s", tune_shm, link,
       "the tuner's model of a shared-memory message: latency in "
       "microseconds, bandwidth in GB/s; the default was measured on the "
@@ -447,6 +456,8 @@ static void config_load(void)
     if (rcoll_config.tcp_nsocks > 16)
         rcoll_config.tcp_nsocks = 16;
     rcoll_config.tcp_rails = RCOLL_MAX(1, RCOLL_MIN(rcoll_config.tcp_rails, 4));
+    /* 0: the tuner's; at most COLL_CHAN_MAX (coll/sched.h) */
+    rcoll_config.nchannels = RCOLL_MAX(0, RCOLL_MIN(rcoll_config.nchannels, 8));
     if (rcoll_config.ib_qps_per_peer < 1)
         rcoll_config.ib_qps_per_peer = 1;
     if (rcoll_config.ib_qps_per_peer > 16)
@@ -497,7 +508,7 @@ static const char *const shared_params[] = {
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
     "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX",
-    "RCOLL_SHM_BUDGET",  "RCOLL_RAIL_FAILOVER"};
+    "RCOLL_SHM_BUDGET",  "RCOLL_RAIL_FAILOVER", "RCOLL_NCHANNELS"};
 
 int rcoll_config_is_shared(int i)
 {

@@ -72,6 +72,7 @@ typedef struct {
     const char *ring_order;     /* topo | user */
     /* algorithms */
     const char *algo;
+    int nchannels;              /* channels per ring collective; 0: the tuner's */
     /* the tuner's cost model (coll/tuner.c) */
     rcoll_link_model_t tune_shm;
     rcoll_link_model_t tune_tcp;

@@ -496,22 +496,50 @@ s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"
         $B/tests/test_coll -T -N 7,70000 -C allreduce,allgather,reduce_scatter,alltoall
     rc=$?
     dv=$(( $(bytes 0 v0) - v0 )); dw=$(( $(bytes 0 w0) - w0 ))
+    devs=$(grep -h "devices:" "$L"/rank*.log)
+    # channels: the ring [0 2 | 1 3] crosses from rank 2 to rank 1 and from
+    # 3 to 0, both to siw devices, whose subnet routes over v0 and v1 (siw
+    # is iWARP over the kernel's TCP); with two channels (the tuner's
+    # choice: two devices per host) the second ring runs backwards, from 1
+    # to 2 and 0 to 3, to the siwb devices over w0 and w1. Each direction
+    # of h0's links is counted around an all-reduce of 4 MiB, checked:
+    # one channel keeps w0 under 1/8 of the bytes, two carry at least 1/8
+    # on every direction of both links.
+    chan_split=""
+    [ $rc = 0 ] && for nch in 1 0; do
+        ip -n h0 -s -j link show > "$L/before.json"
+        hosts 4 $((29732 + nch)) env RCOLL_IB_NIC=spread RCOLL_NCHANNELS=$nch \
+            RCOLL_ALGO=allreduce:ring $B/benchmarks/rcoll-perf allreduce -b 4M -e 4M \
+            -d float -n 2 -w 1 -c 1 -P 0 > "$L/perf.log" || { chan_split="rcoll-perf failed"; break; }
+        ip -n h0 -s -j link show > "$L/after.json"
+        split=$(python3 -c 'import json, sys
+b = {l["ifname"]: l["stats64"] for l in json.load(open(sys.argv[1]))}
+a = {l["ifname"]: l["stats64"] for l in json.load(open(sys.argv[2]))}
+d = [a[i][k]["bytes"] - b[i][k]["bytes"] for i in ("v0", "w0") for k in ("tx", "rx")]
+print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
+        echo "RCOLL_NCHANNELS=$nch: h0 bytes v0 tx rx, w0 tx rx, total: $split"
+        echo "$nch $split" | awk '$6 < 4000000 { exit 1 }
+            $1 == "1" && ($4 + $5) * 8 >= $6 { exit 1 }
+            $1 == "0" { for (i = 2; i <= 5; i++) if ($i * 8 < $6) exit 1 }' ||
+            { chan_split="RCOLL_NCHANNELS=$nch: the split over the links' directions is not the expected one"; break; }
+    done
     for i in 0 1; do
         ip netns exec h$i rdma link delete siwb$i
         ip -n h$i link del w$i
     done
     ip link del br1
     [ $rc = 0 ] || return 1
-    grep -h "devices:" "$L"/rank*.log
+    echo "$devs"
     for want in "rank 0:.*siw0 port 1 (block)" "rank 1:.*siw1 port 1 (block)" \
         "rank 2:.*siwb0 port 1 (block)" "rank 3:.*siwb1 port 1 (block)"; do
-        grep -q "ib: $want" "$L"/rank*.log || { echo "expected 'ib: $want' in a rank's log"; return 1; }
+        echo "$devs" | grep -q "ib: $want" || { echo "expected 'ib: $want' in a rank's log"; return 1; }
     done
     echo "h0's links: v0 $dv bytes, w0 $dw bytes"
     [ $((dv + dw)) -ge 1000000 ] && [ $((dv * 5)) -ge $((dv + dw)) ] &&
         [ $((dw * 5)) -ge $((dv + dw)) ] || { echo "not both links carried the traffic"; return 1; }
+    [ -z "$chan_split" ] || { echo "channels: $chan_split"; return 1; }
 }
-check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart)" two_nics
+check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart), two channels send and receive on both" two_nics
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

@@ -13,6 +13,7 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
     int n = e->nranks, p = coll_ring_pos(e, e->rank);
     size_t dts = rcoll_datatype_size(s->dt);
     size_t bytes = s->count * dts; /* per block */
+    size_t blk = (s->stride ? s->stride : s->count) * dts; /* block to block */
     const char *in = s->sendbuf;
     rcoll_status_t st;
 
@@ -33,12 +34,12 @@ rcoll_status_t coll_reduce_scatter_ring(coll_sched_t *s, const coll_env_t *e)
         int sb = coll_ring_rank(e, p - step - 1), rb = coll_ring_rank(e, p - step - 2);
         coll_sched_step_init(&t);
         t.send_peer = coll_ring_rank(e, p + 1);
-        t.send_buf = step == 0 ? in + (size_t)sb * bytes
+        t.send_buf = step == 0 ? in + (size_t)sb * blk
                                : s->scratch + (size_t)(step - 1) * bytes;
         t.send_bytes = bytes;
         t.send_dep = step - 1;
         t.recv_peer = coll_ring_rank(e, p - 1);
-        t.recv_local = in + (size_t)rb * bytes;
+        t.recv_local = in + (size_t)rb * blk;
         t.recv_bytes = bytes;
         if (step == n - 2) {
             t.recv_dst = s->recvbuf;

@@ -205,6 +205,8 @@ struct rcoll_tl_ctx {
     uint8_t secret[16];       /* p.secret points here: the caller's copy
                                  ends with set-up, requests do not */
     struct sockaddr_in *addrs; /* lazy: every rank's listening address */
+    int host_nics;            /* the most device addresses the ranks of
+                                 one host listen on (ib_host_nics) */
     ib_ep_t **pend;           /* lazy: peers with a message waiting for a
                                  connection (npend of them) */
     int npend;

@@ -717,6 +717,44 @@ static rcoll_status_t ib_cm_listen(struct rcoll_tl_ctx *ctx, int backlog)
     return RCOLL_OK;
 }
 
+/* (host, address) pairs in order */
+typedef struct {
+    uint64_t host;
+    uint32_t ip;
+} ib_hostip_t;
+static int hostip_cmp(const void *a, const void *b)
+{
+    const ib_hostip_t *x = a, *y = b;
+    if (x->host != y->host)
+        return x->host < y->host ? -1 : 1;
+    return x->ip < y->ip ? -1 : x->ip > y->ip;
+}
+
+/* The most distinct listening addresses (a device port each) among the
+ * ranks of one host: the same on every rank, from the same table. */
+static int ib_count_host_nics(const struct rcoll_tl_ctx *ctx,
+                              const struct sockaddr_in *addrs)
+{
+    int n = ctx->p.nranks, best = 1, cur = 0;
+    ib_hostip_t *v = malloc((size_t)n * sizeof(*v));
+    if (!v)
+        return 1; /* (only a tuning hint) */
+    for (int r = 0; r < n; r++) {
+        v[r].host = ctx->p.bs->peers[r].host_hash;
+        v[r].ip = addrs[r].sin_addr.s_addr;
+    }
+    qsort(v, (size_t)n, sizeof(*v), hostip_cmp);
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || v[i].host != v[i - 1].host)
+            cur = 1;
+        else if (v[i].ip != v[i - 1].ip)
+            cur++;
+        best = RCOLL_MAX(best, cur);
+    }
+    free(v);
+    return best;
+}
+
 /* Every queue pair connected: through rdma_cm (listen, addresses over the
  * bootstrap, connect) or out of band. */
 rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
@@ -732,6 +770,8 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
         addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->listen_id);
         st = rcoll_bootstrap_allgather(ctx->p.bs, addrs, sizeof(*addrs));
     }
+    if (st == RCOLL_OK)
+        ctx->host_nics = ib_count_host_nics(ctx, addrs);
     if (st == RCOLL_OK && ctx->lazy) { /* every rank listens: that is all */
         ctx->addrs = addrs;
         return RCOLL_OK;

@@ -487,6 +487,14 @@ static int ib_ctx_idle(rcoll_tl_ctx_t *ctx)
     return ib_idle(ctx);
 }
 
+/* Counted from the listening addresses the rdma_cm set-up exchanges
+ * (ib_connect_all); out of band (RCOLL_IB_CONNECT=oob) no addresses are
+ * exchanged and the answer is 1. */
+static int ib_host_nics(rcoll_tl_ctx_t *ctx)
+{
+    return RCOLL_MAX(1, ctx->host_nics);
+}
+
 const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .name = "ib",
     .doc = "RDMA verbs RC queue pairs (iWARP/eRDMA, RoCE, InfiniBand; "
@@ -511,4 +519,5 @@ const rcoll_tl_ops_t rcoll_tl_ib_ops = {
     .mem_dereg = ib_mem_dereg,
     .describe = ib_describe,
     .peer_bytes = ib_peer_bytes,
+    .host_nics = ib_host_nics,
 };
