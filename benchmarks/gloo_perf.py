@@ -13,6 +13,11 @@ average time; for allgather, reduce_scatter and alltoall the size is the
 whole gathered / scattered / sent buffer, as in nccl-tests. Float32, sum. gloo has no
 reduce_scatter: that collective prints nothing.
 
+PERF_RANK=r runs rank r alone (the caller starts every rank, e.g. each in
+its network namespace) with torch.distributed's MASTER_ADDR, MASTER_PORT
+and GLOO_SOCKET_IFNAME (a comma-separated list uses every interface) from
+the environment; rank 0 prints.
+
 PERF_BACKEND=rcoll measures rcoll's c10d backend (bindings/torch, the
 rcoll_torch package must be importable) with the same calls instead;
 it does reduce_scatter (reduce_scatter_tensor). PERF_DEVICE=cuda puts the
@@ -37,9 +42,10 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
     import torch
     import torch.distributed as dist
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    if port:  # (0: launched by hand, the environment says where)
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     backend = os.environ.get("PERF_BACKEND", "gloo")
     if backend == "rcoll":
@@ -110,7 +116,7 @@ def worker(rank, n, port, coll, minb, maxb, factor, iters, warm, out,
         size *= factor
     dist.destroy_process_group()
     if rank == 0:
-        out.put(lines)
+        out.put(lines) if out else print("\n".join(lines), flush=True)
 
 
 def main():
@@ -126,6 +132,10 @@ def main():
     if coll == "reduce_scatter" and \
             os.environ.get("PERF_BACKEND", "gloo") == "gloo":
         return 0  # gloo does not implement it
+    if "PERF_RANK" in os.environ:  # one rank, started by the caller
+        worker(int(os.environ["PERF_RANK"]), n, 0, coll, minb, maxb, factor,
+               iters, warm, None, target, trials)
+        return 0
     import queue
     import torch.multiprocessing as mp
 

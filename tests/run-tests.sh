@@ -232,6 +232,8 @@ for n in 3 8; do
 done
 t "area: RCOLL_SHM_AREA=0 (messages only), 3 ranks" 300 sh -c \
     "RCOLL_SHM_AREA=0 RCOLL_DEBUG=info RCOLL_TRANSPORTS=shm '$RUN' -n 3 '$B/tests/test_area' 100 > '$LOGDIR/area_off.out' 2>&1; rc=\$?; grep -v 'rcoll INFO' '$LOGDIR/area_off.out'; [ \$rc = 0 ] && ! grep -q 'shared area in use' '$LOGDIR/area_off.out'"
+t "fail: mismatch_chan (a count that splits in channels on some ranks only), tcp" 90 \
+    env RCOLL_TRANSPORTS=tcp RCOLL_NCHANNELS=2 RCOLL_ALGO=allreduce:ring "$B/tests/test_fail" mismatch_chan
 for tl in shm tcp; do
     for s in kill abort abort_thread timeout cycle mismatch sigpipe inflight; do
         t "fail: $s, $tl" 90 env RCOLL_TRANSPORTS=$tl "$B/tests/test_fail" $s

@@ -19,6 +19,9 @@
  *             otherwise; a handler of the program's own is kept.
  *   mismatch  rank 0 passes a different count: RCOLL_ERR_MISMATCH naming
  *             both ranks on the neighbours, an error (not a hang) elsewhere.
+ *   mismatch_chan  the same where the count decides a split in channels
+ *             (RCOLL_NCHANNELS=2, ring): rank 0 runs one part, the others
+ *             two; the same errors, not a hang.
  *   late_abort  ranks 0-2 wait in a barrier (shm: the shared area, run in
  *             the caller's thread); rank 3 joins it 30 ms later and aborts
  *             the communicator as soon as its own barrier returns. Every
@@ -488,11 +491,14 @@ static int child(const char *scn, int rank, int n, rcoll_unique_id_t *id)
         rcoll_comm_destroy(c);
         return ok ? 0 : 2;
     }
-    if (!strcmp(scn, "mismatch")) {
+    if (!strcmp(scn, "mismatch") || !strcmp(scn, "mismatch_chan")) {
         float a[64] = {0}, b[64];
         double t0 = now();
-        st = rcoll_allreduce(a, b, rank == 0 ? 10 : 11, RCOLL_FLOAT32,
-                             RCOLL_SUM, c, NULL);
+        /* mismatch_chan (run with RCOLL_NCHANNELS=2, a ring): 1 element
+         * is one part, 2 are two, so only rank 1 splits the call */
+        int chan = !strcmp(scn, "mismatch_chan");
+        st = rcoll_allreduce(a, b, rank == 0 ? (chan ? 1 : 10) : (chan ? 2 : 11),
+                             RCOLL_FLOAT32, RCOLL_SUM, c, NULL);
         snprintf(msg, sizeof(msg), "%s", rcoll_last_error());
         printf("rank %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st),
                now() - t0, msg);

@@ -184,6 +184,11 @@ void coll_match_stats(const struct coll_match *m, size_t *msgs,
     *peak = m ? m->peak : 0;
 }
 
+static int is_p2p_kind(const coll_sched_t *s)
+{
+    return s->kind == COLL_SEND || s->kind == COLL_RECV;
+}
+
 /* 1 if h is the next message of schedule s's receive step t. */
 static int mine(const coll_sched_t *s, const coll_step_t *t,
                 const rcoll_msg_hdr_t *h, const struct coll_match *m)
@@ -287,6 +292,18 @@ rcoll_status_t coll_rx_get(coll_sched_t *s, const coll_step_t *t,
             *u = NULL;
             return RCOLL_OK;
         }
+        if (!is_p2p_kind(s) && COLL_MSG_CLASS(hh->kind) == COLL_MSG_COLL &&
+            coll_seq_num(hh->seq) == coll_seq_num(s->seq) &&
+            !(hh->seq >> COLL_SEQ_CHAN_SHIFT) != !(s->seq >> COLL_SEQ_CHAN_SHIFT))
+            /* the same collective, split in channels on one side only:
+             * the ranks' counts differ (the split depends on it) */
+            return rcoll__set_error(
+                RCOLL_ERR_MISMATCH, "rank %d: %s #%llu: rank %d sent it %s "
+                "channels and this rank %s: the ranks called different "
+                "operations or counts", e->rank, coll_kind_name(s->kind),
+                coll_seq_num(s->seq), peer,
+                hh->seq >> COLL_SEQ_CHAN_SHIFT ? "in" : "without",
+                s->seq >> COLL_SEQ_CHAN_SHIFT ? "runs it in them" : "does not");
         if ((st = set_aside(e, peer, hh, pl)) != RCOLL_OK)
             return st;
     }

@@ -861,6 +861,7 @@ static rcoll_status_t chan_progress(coll_sched_t *s, const coll_env_t *e,
     }
     if (!first)
         return RCOLL_OK;
+    s->nsteps = first->nsteps; /* (for diagnostics: steps stays NULL) */
     s->s_step = first->s_step;
     s->s_chunk = first->s_chunk;
     s->r_step = first->r_step;
@@ -874,10 +875,10 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                                    int *progressed)
 {
     rcoll_status_t st;
+    if (s->area) /* (first: the inline area path sets no more, core.h) */
+        return coll_area_progress(s, e, progressed);
     if (s->nchan)
         return chan_progress(s, e, progressed);
-    if (s->area)
-        return coll_area_progress(s, e, progressed);
     if (!s->recv_done) {
         if ((st = sched_state_init(s, e)) != RCOLL_OK)
             return st;

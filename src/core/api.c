@@ -511,6 +511,7 @@ static rcoll_status_t run_host(const call_t *a, rcoll_comm_t comm)
         s.waiting_peer = -1;
         s.waiting_for = NULL;
         s.area = 0;
+        s.nchan = 0;
         if ((st = rcoll__comm_run_inline(comm, &s)) != RCOLL_INPROGRESS)
             return st;
     }

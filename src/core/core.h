@@ -121,7 +121,7 @@ struct rcoll_request *rcoll__comm_stalled_req(struct rcoll_comm *c);
  * thread when nothing else is in flight (no request, no hand-off).
  * RCOLL_INPROGRESS: it does not apply now (nothing was done: post it);
  * otherwise its result. s holds the call (kind, buffers, count, dt, op,
- * root), with seq, nsteps, the step and chunk cursors, area and
+ * root), with seq, nsteps, the step and chunk cursors, area, nchan and
  * waiting_for zero and waiting_peer -1; nothing else is read. */
 rcoll_status_t rcoll__comm_run_inline(struct rcoll_comm *c, coll_sched_t *s);
 /* What a collective with nothing to move returns (count 0 of one whose
