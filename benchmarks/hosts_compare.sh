@@ -2,14 +2,19 @@
 # rcoll, Open MPI and gloo side by side across two "hosts": network
 # namespaces A and B joined by RAILS veth pairs (1 or 2, each its own
 # subnet, 198.18.21.0/24 and 198.18.22.0/24), each tbf-limited to RATE each
-# way; NR ranks per host (ranks 0..NR-1 on A). Every library gets every
+# way (RATE none: unshaped); NR ranks per host (ranks 0..NR-1 on A). Every library gets every
 # rail:
 #   rcoll  benchmarks/rcoll-perf, default settings (shm inside a host, TCP
 #          over every rail between hosts, the tuner's algorithms)
 #   ompi   benchmarks/mpi_ref_perf.c under Open MPI's mpirun (run in A),
 #          which starts its daemons through an rsh agent that runs
 #          `ip netns exec HOST`; ob1 with btl tcp,vader,self over the rails'
-#          subnets (ob1 stripes large messages over them)
+#          subnets (ob1 stripes large messages over them); --bind-to none,
+#          since each daemon would bind its first rank to core 0 and both
+#          "hosts" share this machine's cores (8-24 ms per call so), and
+#          mpi_yield_when_idle 1, what Open MPI sets itself when it knows
+#          the ranks outnumber the cores (the hostfile's slots hide it:
+#          six ranks polling without a yield took 64 ms per 64 KiB)
 #   gloo   benchmarks/gloo_perf.py, one process per rank in its namespace,
 #          GLOO_SOCKET_IFNAME listing the host's rails
 # Each library is time-targeted the same way (calls per trial doubled
@@ -34,7 +39,11 @@ command -v mpicc > /dev/null && command -v mpirun > /dev/null ||
     { echo "needs Open MPI (mpicc, mpirun)"; exit 1; }
 "$PY" -c "import torch" 2> /dev/null || { echo "needs torch in $PY (PY=...)"; exit 1; }
 tmp=$(mktemp -d)
-cleanup() { ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null; rm -rf "$tmp"; }
+cleanup() {
+    ip netns del $A 2> /dev/null; ip netns del $Z 2> /dev/null
+    rm -rf "/tmp/vader-$A" "/tmp/vader-$Z"
+    [ -n "${KEEP:-}" ] || rm -rf "$tmp"
+}
 trap cleanup EXIT INT TERM
 ip netns add $A && ip netns add $Z || exit 1
 ifa=""; ifz=""; nets=""
@@ -44,8 +53,9 @@ for i in $(seq 1 "$RAILS"); do
         ip -n $A addr add 198.18.2$i.1/24 dev ca$i$$ &&
         ip -n $Z addr add 198.18.2$i.2/24 dev cz$i$$ &&
         ip -n $A link set ca$i$$ up && ip -n $Z link set cz$i$$ up &&
-        ip netns exec $A tc qdisc add dev ca$i$$ root tbf rate "$RATE" burst 256kb latency 100ms &&
-        ip netns exec $Z tc qdisc add dev cz$i$$ root tbf rate "$RATE" burst 256kb latency 100ms ||
+        { [ "$RATE" = none ] ||
+          { ip netns exec $A tc qdisc add dev ca$i$$ root tbf rate "$RATE" burst 256kb latency 100ms &&
+            ip netns exec $Z tc qdisc add dev cz$i$$ root tbf rate "$RATE" burst 256kb latency 100ms; }; } ||
         { echo "namespace/veth/tbf setup failed (needs root, iproute2, sch_tbf)"; exit 1; }
     ifa="$ifa${ifa:+,}ca$i$$"; ifz="$ifz${ifz:+,}cz$i$$"
     nets="$nets${nets:+,}198.18.2$i.0/24"
@@ -54,9 +64,12 @@ ip -n $A link set lo up && ip -n $Z link set lo up
 mpicc -O2 -o "$tmp/mpi_ref_perf" "$S/benchmarks/mpi_ref_perf.c" || exit 1
 cat > "$tmp/nsrsh" <<'EOF'
 #!/bin/sh
-# an rsh for mpirun: nsrsh HOST CMD... runs CMD in network namespace HOST
+# an rsh for mpirun: nsrsh HOST CMD... runs CMD in network namespace HOST;
+# the namespaces share /dev/shm and the hostname, so each host's vader
+# segments (named by hostname and local rank) get a directory of their own
 h=$1; shift
-exec ip netns exec "$h" sh -c "$*"
+mkdir -p "/tmp/vader-$h"
+exec ip netns exec "$h" env OMPI_MCA_btl_vader_backing_directory="/tmp/vader-$h" sh -c "$*"
 EOF
 chmod +x "$tmp/nsrsh"
 printf '%s slots=%d\n%s slots=%d\n' $A "$NR" $Z "$NR" > "$tmp/hosts"
@@ -75,7 +88,7 @@ run_rcoll() { # COLL: rows "bytes us" of rank 0
     awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/rc.0"
 }
 run_ompi() {
-    ip netns exec $A mpirun --allow-run-as-root --oversubscribe -np $N \
+    ip netns exec $A mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np $N \
         --hostfile "$tmp/hosts" --mca plm_rsh_agent "$tmp/nsrsh" \
         --mca pml ob1 --mca btl tcp,vader,self --mca btl_tcp_if_include "$nets" \
         --mca oob_tcp_if_include 198.18.21.0/24 \
@@ -94,6 +107,7 @@ run_gloo() {
     for p in $pids; do wait $p; done
     awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' "$tmp/gl.0"
 }
+[ -n "${KEEP:-}" ] && echo "files in $tmp"
 t0=$(date +%s)
 for round in $(seq 1 "$ROUNDS"); do
     for c in $COLLS; do

@@ -85,6 +85,19 @@ static int placement(const char *list, const char *order)
         crossings += host[ring[i]] != host[ring[(i + 1) % n]];
     }
     printf("\n  the ring crosses between hosts %d times\n", crossings);
+    if (H >= 2) { /* the rings of channels (RCOLL_NCHANNELS, or the tuner's
+                     with a NIC per rank): 2 use 0 and 1, 4 all four */
+        int *cr = malloc((size_t)n * sizeof(int));
+        for (int ch = 1; cr && ch < 4; ch++) {
+            rcoll_topo_chan_ring(n, ring, host, ch, 4, cr);
+            printf("  channel %d's ring%s:", ch, ch == 1 ? " (backwards)" : "");
+            for (int i = 0; i < n; i++)
+                printf("%s%d", i && host[cr[i]] != host[cr[i - 1]] ? " | " : " ",
+                       cr[i]);
+            printf("\n");
+        }
+        free(cr);
+    }
     if (H >= 2 && L >= 2) {
         printf("hierarchical all-reduce: %d hosts x %d ranks\n", H, L);
         for (int h = 0; h < H; h++) {
@@ -279,7 +292,7 @@ int main(int argc, char **argv)
         rank_nics(t, nranks > 0 ? nranks : ng ? ng : nn);
     printf("\nnot in this release: NVLink from NVML (only the XML's "
            "NVLinkBandwidth matrix), ordering a host's ranks by GPU and NIC "
-           "(needs GPU buffers), one ring per NIC (channels)\n");
+           "(needs GPU buffers)\n");
     rcoll_topo_free(t);
     return 0;
 }

@@ -551,14 +551,9 @@ void rcoll__topo_dump_once(void)
     pthread_once(&topo_dump_once, topo_dump);
 }
 
-/* The rings of channels 1.. (coll_sched_build_channels): RCOLL_NCHANNELS
- * of them, or across hosts 2 or as many as one host's ranks use NICs, none
- * on one host. Channel c rotates each host's run of the ring by c / 2
- * times the run's length over the rotations there are, and odd channels
- * run the ring backwards: the second ring enters each host where the first
- * leaves it, so both ends of a host (with a NIC per rank in NIC order,
- * both NICs) send and receive; 4 channels add two rings that enter and
- * leave at a host's middle ranks. */
+/* The rings of channels 1.. (coll_sched_build_channels,
+ * rcoll_topo_chan_ring): RCOLL_NCHANNELS of them, or across hosts 2 or as
+ * many as one host's ranks use NICs, none on one host. */
 static rcoll_status_t chan_rings_init(struct rcoll_comm *c, const int *host)
 {
     int n = c->nranks, nc = rcoll_config.nchannels;
@@ -582,23 +577,10 @@ static rcoll_status_t chan_rings_init(struct rcoll_comm *c, const int *host)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "no memory for the "
                                 "rings of %d channels", nc);
     }
-    int nrot = (nc + 1) / 2;
     for (int ch = 1; ch < nc; ch++) {
         int *ring = c->chan_rings + (size_t)(ch - 1) * 2 * (size_t)n;
         int *pos = ring + n;
-        for (int b = 0, k; b < n; b += k) {
-            for (k = 1; b + k < n && host[c->ring[b + k]] == host[c->ring[b]];)
-                k++;
-            int rot = (int)((long)(ch / 2) * k / nrot);
-            for (int j = 0; j < k; j++)
-                ring[b + j] = c->ring[b + (j + rot) % k];
-        }
-        if (ch & 1)
-            for (int i = 0, j = n - 1; i < j; i++, j--) {
-                int t = ring[i];
-                ring[i] = ring[j];
-                ring[j] = t;
-            }
+        rcoll_topo_chan_ring(n, c->ring, host, ch, nc, ring);
         for (int i = 0; i < n; i++)
             pos[ring[i]] = i;
         c->env.chan_ring[ch] = ring;

@@ -114,5 +114,13 @@ int rcoll_path_parse(const char *s);
  * caller that goes on reads defined values). */
 int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
                           int *ring, int *host_of, int *host_size);
+/* Channel ch's ring of nch (coll_sched_build_channels), from the ring
+ * order ring[] (position -> rank) and host_of[]: each host's run of the
+ * ring rotated by ch / 2 times the run's length over the rotations there
+ * are ((nch + 1) / 2), and odd channels backwards, into out[] (position
+ * -> rank). With two channels the second ring enters each host where the
+ * first leaves it; 4 add two that enter and leave at a host's middle. */
+void rcoll_topo_chan_ring(int n, const int *ring, const int *host_of,
+                          int ch, int nch, int *out);
 
 #endif

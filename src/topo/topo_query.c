@@ -189,6 +189,25 @@ static int ring_ent_cmp(const void *x, const void *y)
  * host's ranks in rank order, hosts in that order. O(n log n): the ranks
  * sorted by (host id, rank) give each host's lowest rank, a scan in rank
  * order numbers the hosts, and a counting sort by host builds the ring. */
+void rcoll_topo_chan_ring(int n, const int *ring, const int *host_of,
+                          int ch, int nch, int *out)
+{
+    int nrot = (nch + 1) / 2;
+    for (int b = 0, k; b < n; b += k) { /* each host's run of the ring */
+        for (k = 1; b + k < n && host_of[ring[b + k]] == host_of[ring[b]];)
+            k++;
+        int rot = (int)((long)(ch / 2) * k / nrot);
+        for (int j = 0; j < k; j++)
+            out[b + j] = ring[b + (j + rot) % k];
+    }
+    if (ch & 1)
+        for (int i = 0, j = n - 1; i < j; i++, j--) {
+            int t = out[i];
+            out[i] = out[j];
+            out[j] = t;
+        }
+}
+
 int rcoll_topo_ring_order(int n, const uint64_t *host_id, int topo,
                           int *ring, int *host_of, int *host_size)
 {
