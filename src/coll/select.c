@@ -229,11 +229,10 @@ static int chan_capable(const coll_algo_t *a)
  * (ib, a device per rank: transport host_nics) and hosts have at least as
  * many ranks each (contiguous in the ring order), as many channels as
  * NICs, from COLL_CHAN_MIN bytes a channel; each channel's ring enters and
- * leaves a host through other ranks (core/setup.c), so every NIC sends
- * and receives. Where every rank uses the same NICs (TCP's rails carry
- * every socket's lanes already) channels only add messages: measured on
- * two namespace hosts of 3 ranks, 2 channels were 0.97-1.03x one over a
- * 1 Gbit/s veth and 1.3x slower unshaped (CPU-bound on 2 cores). */
+ * leaves a host through other ranks (rcoll_topo_chan_ring), so every NIC
+ * sends and receives. Where every rank uses the same NICs (TCP's rails
+ * carry every socket's lanes already) channels only add messages
+ * (docs/design.md, Channels). */
 #define COLL_CHAN_MIN ((size_t)1 << 20)
 
 int coll_sched_channels(const coll_sched_t *s, const coll_env_t *e,

@@ -731,14 +731,15 @@ static int hostip_cmp(const void *a, const void *b)
 }
 
 /* The most distinct listening addresses (a device port each) among the
- * ranks of one host: the same on every rank, from the same table. */
+ * ranks of one host: the same on every rank, from the same table (it
+ * decides channel counts, which must agree); -1 out of memory. */
 static int ib_count_host_nics(const struct rcoll_tl_ctx *ctx,
                               const struct sockaddr_in *addrs)
 {
     int n = ctx->p.nranks, best = 1, cur = 0;
     ib_hostip_t *v = malloc((size_t)n * sizeof(*v));
     if (!v)
-        return 1; /* (only a tuning hint) */
+        return -1;
     for (int r = 0; r < n; r++) {
         v[r].host = ctx->p.bs->peers[r].host_hash;
         v[r].ip = addrs[r].sin_addr.s_addr;
@@ -770,8 +771,10 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
         addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->listen_id);
         st = rcoll_bootstrap_allgather(ctx->p.bs, addrs, sizeof(*addrs));
     }
-    if (st == RCOLL_OK)
-        ctx->host_nics = ib_count_host_nics(ctx, addrs);
+    if (st == RCOLL_OK && (ctx->host_nics = ib_count_host_nics(ctx, addrs)) < 0)
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: rank %d: no memory "
+                              "to count the devices of %d ranks' hosts",
+                              ctx->p.rank, ctx->p.nranks);
     if (st == RCOLL_OK && ctx->lazy) { /* every rank listens: that is all */
         ctx->addrs = addrs;
         return RCOLL_OK;
