@@ -91,6 +91,7 @@ RCOLL_TUNE_SHM 1,10 -
 RCOLL_TUNE_TCP 20,1 -
 RCOLL_TUNE_REDUCE_GBPS 3 -
 RCOLL_SHM_BUDGET 1M -
+RCOLL_SHM_POOL 0 -
 RCOLL_RAIL_FAILOVER 0 -
 LIST
 # the same value spelled two ways is the same setting

@@ -131,12 +131,31 @@ static void footprint(int n)
         printf("  chunk %zu bytes when all %d ranks share a host: their "
                "receive rings fit RCOLL_SHM_BUDGET (the chunk of every "
                "transport in that communicator)\n", chunk, n);
+    rcoll_shm_plan_t plan;
+    rcoll_shm_plan(chunk, ns, n - 1, 1, &plan);
+    if (plan.pool)
+        printf("  chunk %zu bytes when all %d ranks share a host: each "
+               "rank's rings have %zu-byte slots and its segment a pool of "
+               "%d chunk-sized slots its peers share (RCOLL_SHM_POOL), "
+               "%.2f MiB in all\n", chunk, n, plan.ring_slot, plan.pool,
+               plan.bytes / 1048576.0);
     for (int i = 0; rcoll_transports[i]; i++) {
         const rcoll_tl_ops_t *t = rcoll_transports[i];
         char what[512] = "";
         if (!t->peer_bytes)
             continue;
         size_t b = t->peer_bytes(chunk, ns, what, sizeof(what));
+        if (t == &rcoll_tl_shm_ops && plan.pool && n > 1) {
+            /* a small ring per peer, the pool shared: its share */
+            size_t area = rcoll_config.shm_area
+                              ? RCOLL_AREA_LEN(rcoll_config.shm_area)
+                              : 0;
+            b = (plan.bytes - area) / (size_t)(n - 1);
+            snprintf(what, sizeof(what), "a receive ring of %d %zu-byte "
+                     "slots per peer and a share of the pool of %d "
+                     "%zu-byte slots, in this rank's /dev/shm segment",
+                     ns, plan.ring_slot, plan.pool, chunk);
+        }
         printf("  %-4s %10.2f MiB per peer, %10.2f MiB for %d peers: %s\n",
                t->name, b / 1048576.0, b * (double)(n - 1) / 1048576.0,
                n - 1, what);

@@ -14,41 +14,29 @@ const rcoll_tl_ops_t *const rcoll_transports[] = {
 };
 
 /* The communicator's chunk when a rank has `peers` shared-memory peers:
- * RCOLL_CHUNK_SIZE while their receive rings and the shared area fit
- * RCOLL_SHM_BUDGET, else the largest multiple of 4 KiB (not below 4 KiB)
- * that fits; *over: the budget is missed even at 4 KiB. */
+ * RCOLL_CHUNK_SIZE while rcoll_shm_plan keeps within RCOLL_SHM_BUDGET
+ * (full rings, or small rings and a pool), else the largest multiple of
+ * 4 KiB (not below 4 KiB) whose full rings fit: a pool only ever keeps
+ * the chunk asked for; *over: the budget is missed even at 4 KiB. */
 size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over)
 {
     const size_t step = 4096;
-    size_t budget = rcoll_config.shm_budget, fixed = 4096;
-    char what[256];
+    rcoll_shm_plan_t pl;
     *over = 0;
-    if (!budget || peers < 1)
-        return chunk;
-    if (rcoll_config.shm_area)
-        fixed += RCOLL_AREA_LEN(rcoll_config.shm_area);
-    if (budget <= fixed) {
-        *over = 1;
-        return RCOLL_MIN(chunk, step);
-    }
-    /* OVER(c): a ring of c-byte slots passes a peer's share of the budget
-     * (a division, so nothing overflows) */
-#define OVER(c) (rcoll_tl_shm_ops.peer_bytes((c), nslots, what, sizeof(what)) \
-                > (budget - fixed) / (size_t)peers)
-    if (!OVER(chunk))
+    if (!rcoll_config.shm_budget || peers < 1 ||
+        rcoll_shm_plan(chunk, nslots, peers, 1, &pl))
         return chunk;
     size_t lo = step, hi = chunk / step * step; /* hi may fit */
-    if (chunk <= step || OVER(lo)) {
+    if (chunk <= step || !rcoll_shm_plan(lo, nslots, peers, 0, &pl)) {
         *over = 1;
         return RCOLL_MIN(chunk, lo);
     }
     while (hi - lo > step) { /* lo fits, hi may not */
         size_t mid = (lo + hi) / 2 / step * step;
-        if (!OVER(mid))
+        if (rcoll_shm_plan(mid, nslots, peers, 0, &pl))
             lo = mid;
         else
             hi = mid;
     }
-    return !OVER(hi) ? hi : lo;
-#undef OVER
+    return rcoll_shm_plan(hi, nslots, peers, 0, &pl) ? hi : lo;
 }

@@ -301,9 +301,25 @@ static inline void rcoll_tl_peer_failed(const rcoll_tl_params_t *p, int peer,
 }
 
 /* The pipeline chunk for RCOLL_CHUNK_SIZE = chunk when a rank has `peers`
- * shared-memory peers, within RCOLL_SHM_BUDGET (transport.c); *over is
- * set when even the smallest chunk misses it. */
+ * shared-memory peers, within RCOLL_SHM_BUDGET (transport.c): chunk while
+ * rcoll_shm_plan fits it, else the largest multiple of 4 KiB that fits
+ * with full rings; *over is set when even the smallest chunk misses it. */
 size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over);
+
+/* How a rank with `peers` shared-memory peers lays out its receive memory
+ * for a chunk (shm_ctx.c): rings of nslots chunk-sized slots per peer
+ * while they fit RCOLL_SHM_BUDGET (pool 0), else, if pool_ok and
+ * RCOLL_SHM_POOL, rings of small slots and a pool of chunk-sized slots
+ * all peers share, when at least 2 x nslots of them fit. `bytes`: the
+ * segment's size. Returns 1 if the plan keeps within the budget (or there
+ * is none). */
+typedef struct {
+    size_t ring_slot;   /* bytes of a ring slot (header + payload) */
+    int pool;           /* pool slots; 0: none */
+    size_t bytes;       /* header, rings, pool and shared area */
+} rcoll_shm_plan_t;
+int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
+                   rcoll_shm_plan_t *pl);
 
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];

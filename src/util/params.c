@@ -302,10 +302,19 @@ static const param_t params[] = {
       "off"),
     P("SHM_BUDGET", "15M", "size", shm_budget, size,
       "the most /dev/shm bytes one rank's segment takes (its receive rings, "
-      "one per local peer, and its shared area): where the host's ranks "
-      "need more at RCOLL_CHUNK_SIZE, the communicator's chunk is lowered "
-      "(4 KiB steps, not below 4 KiB) until the rings fit, so memory grows "
-      "with the ranks of a host, not their square; 0: no bound"),
+      "one per local peer, any pool, and its shared area): where the "
+      "host's ranks need more at RCOLL_CHUNK_SIZE, a pool of slots shared "
+      "by the peers keeps the chunk (RCOLL_SHM_POOL), or else the "
+      "communicator's chunk is lowered (4 KiB steps, not below 4 KiB) "
+      "until the rings fit; so memory grows with the ranks of a host, not "
+      "their square; 0: no bound"),
+    P("SHM_POOL", "1", "int", shm_pool, int,
+      "1: where receive rings of RCOLL_CHUNK_SIZE slots for every local "
+      "peer would pass RCOLL_SHM_BUDGET, a rank's rings get 4 KiB slots "
+      "and its segment a pool of chunk-sized slots that all its peers "
+      "draw from (2-4 x RCOLL_NSLOTS, as many as the budget holds), "
+      "so the chunk stays RCOLL_CHUNK_SIZE; 0: the chunk is lowered "
+      "instead"),
     P("SHM_AREA_MAX", "16K", "size", shm_area_max, size,
       "the largest input per rank (bytes) that a collective runs through "
       "the shared area (RCOLL_SHM_AREA); all-reduce, reduce and "
@@ -508,7 +517,8 @@ static const char *const shared_params[] = {
     "RCOLL_IB_CONNECT",  "RCOLL_IB_IMM",          "RCOLL_RING_ORDER",
     "RCOLL_ALGO",        "RCOLL_TUNE_SHM",        "RCOLL_TUNE_TCP",
     "RCOLL_TUNE_REDUCE_GBPS", "RCOLL_SHM_AREA",       "RCOLL_SHM_AREA_MAX",
-    "RCOLL_SHM_BUDGET",  "RCOLL_RAIL_FAILOVER", "RCOLL_NCHANNELS"};
+    "RCOLL_SHM_BUDGET",  "RCOLL_SHM_POOL",    "RCOLL_RAIL_FAILOVER",
+    "RCOLL_NCHANNELS"};
 
 int rcoll_config_is_shared(int i)
 {

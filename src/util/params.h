@@ -45,6 +45,7 @@ typedef struct {
     int shm_cma_all;            /* also for chunks the receiver reduces */
     size_t shm_area;            /* shared-area buffer bytes (coll/area.c) */
     size_t shm_budget;          /* most /dev/shm bytes per rank's segment */
+    int shm_pool;               /* a shared pool keeps the chunk in budget */
     size_t shm_area_max;        /* largest input that takes the area */
     size_t shm_rndv_min;        /* shm: whole transfers (RCOLL_TL_WHOLE)
                                    from this size in one single-copy

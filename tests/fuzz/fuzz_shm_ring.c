@@ -10,6 +10,9 @@
  *   3  we send a message (may wait for credits)
  *   4  the engine consumes the next message as it would
  *   5  the progress and wake-up checks
+ *   6  its pool's bitmap word = v (its receiver freeing, or garbage)
+ * Both sides have a pool (RCOLL_SHM_POOL): ring slots of 4 KiB, messages
+ * above that through 2 pool slots, whose index a slot header names.
  * Asserts what the transport promises: nothing outside the rings is read
  * or written, no endless loop (libFuzzer's -timeout), a failure reaches the
  * engine with a message, and a send's completion is reported at most once
@@ -27,7 +30,7 @@ static void count_done(void *arg, void *cookie)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    enum { NS = 4, CHUNK = 256 };
+    enum { NS = 4, CHUNK = 8192, NPOOL = 2 };
     rcoll_boot_peer_t peers[2];
     memset(peers, 0, sizeof(peers));
     rcoll_bootstrap_t bs;
@@ -43,9 +46,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.p.chunk_size = CHUNK;
     ctx.p.nslots = NS;
     ctx.p.ev = &ev;
-    ctx.slot_size = SHM_CL + SHM_ALIGN(CHUNK);
+    ctx.slot_size = SHM_CL + SHM_POOL_INLINE;
     ctx.cma_min = 0;
     size_t ring = shm_ring_bytes(ctx.slot_size, NS);
+    /* our pool and the peer's: slots, a bitmap word, a waiter word */
+    char *our_pool = aligned_alloc(SHM_CL, NPOOL * CHUNK);
+    char *peer_pool = aligned_alloc(SHM_CL, NPOOL * CHUNK);
+    uint64_t our_ctl[2] = {0, 0}, peer_ctl[2] = {0, 0};
+    ctx.pool = our_pool;
+    ctx.pool_bits = &our_ctl[0];
+    ctx.pool_wait = &our_ctl[1];
+    ctx.pool_n = NPOOL;
+    ctx.pool_nw = 1;
+    ctx.wait_nw = 1;
+    ctx.pool_stride = CHUNK;
+    ctx.npeers = 1;
     /* each region exactly as large as the transport may touch (ASan) */
     shm_seg_hdr_t *peer_hdr = aligned_alloc(SHM_CL, sizeof(shm_seg_hdr_t));
     shm_seg_hdr_t *our_hdr = aligned_alloc(SHM_CL, sizeof(shm_seg_hdr_t));
@@ -64,6 +79,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ep.peer_hdr = peer_hdr;
     ep.tx = (shm_ring_ctl_t *)tx_ring;
     ep.tx_slots = tx_ring + sizeof(shm_ring_ctl_t);
+    ep.tx_slot = ctx.slot_size;
+    ep.tx_inline = SHM_POOL_INLINE;
+    ep.tx_pool = peer_pool;
+    ep.tx_pool_bits = &peer_ctl[0];
+    ep.tx_pool_wait = &peer_ctl[1];
+    ep.tx_pool_n = NPOOL;
     ep.rx = (shm_ring_ctl_t *)rx_ring;
     ep.rx_slots = rx_ring + sizeof(shm_ring_ctl_t);
     ep.tx_cookie = cookies;
@@ -72,6 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ep.cma_tx = 1;
     shm_ep_t *eps[2] = {NULL, &ep};
     ctx.eps = eps;
+    shm_ep_t *ring_ep[1] = {&ep};
+    ctx.ring_ep = ring_ep;
     fuzz_failed = 0;
     sends_done = 0;
     int sends = 0;
@@ -80,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     size_t off = 0;
     while (off < size) {
-        uint8_t op = data[off++] % 6;
+        uint8_t op = data[off++] % 7;
         uint64_t v = 0;
         size_t take;
         switch (op) {
@@ -147,6 +170,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             shm_recv_release((rcoll_tl_ep_t *)&ep);
             break;
         }
+        case 6:
+            take = 8;
+            if (off + take > size)
+                goto out;
+            memcpy(&peer_ctl[0], data + off, 8);
+            break;
         default:
             take = 0;
             shm_progress(&ctx);
@@ -162,5 +191,7 @@ out:
     free(our_hdr);
     free(tx_ring);
     free(rx_ring);
+    free(our_pool);
+    free(peer_pool);
     return 0;
 }

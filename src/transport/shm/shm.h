@@ -10,6 +10,20 @@
  * receiver reads head with acquire, uses the slot in place (reductions read
  * straight out of it) and frees it with a release store of tail.
  *
+ * The pool (RCOLL_SHM_POOL): where rings of chunk-sized slots for every
+ * local peer would pass RCOLL_SHM_BUDGET, a rank's rings get small slots
+ * (SHM_POOL_INLINE bytes of payload) and its segment a pool of
+ * chunk-sized slots that every sender draws from: a larger message takes
+ * a pool slot (a bit set with compare-and-swap in the pool's bitmap), and
+ * its ring slot names it; the receiver frees both together. A sender
+ * holds at most nslots pool slots of a receiver (its ring's), so the pool
+ * is sized for the few peers a schedule receives from at once, not for
+ * all of them, and the chunk stays RCOLL_CHUNK_SIZE at any rank count. A
+ * sender that finds the pool full sets its bit in the pool's waiter words
+ * and tries once more; the receiver, freeing a pool slot, rings the
+ * doorbell of every waiter. A receiver stalled behind a full pool sets
+ * aside what holds it (recv_full, coll_match_unblock), as for full rings.
+ *
  * Segments are named /rcoll-<pid>-<random>, mapped by every peer, and
  * unlinked by their creator once a barrier says every peer has mapped them,
  * so a crash after setup leaves nothing in /dev/shm. A crash during setup
@@ -60,6 +74,8 @@
 #define SHM_MSG_MAX (1u << 30) /* a single-copy message (32-bit lengths) */
 #define SHM_BOUNCE_MIN (16u << 10)
 #define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
+#define SHM_POOL_INLINE 4096u /* ring slots' payload when there is a pool */
+#define SHM_POOL_SENDERS 4    /* a pool holds at most this many windows */
 
 enum { SHM_LIVE = 0, SHM_CLOSED = 1, SHM_ABORTED = 2 };
 
@@ -80,6 +96,12 @@ typedef struct {
     uint32_t nrings;
     uint64_t area_off;          /* the shared area (RCOLL_SHM_AREA): offset */
     uint64_t area_len;          /* and length; 0: none */
+    uint64_t ring_slot;         /* bytes of a slot of its rings */
+    uint64_t pool_off;          /* the pool's slots: offset, */
+    uint64_t pool_bits_off;     /* its bitmap (a bit per slot, 1: taken), */
+    uint64_t pool_wait_off;     /* its waiters (a bit per ring), */
+    uint32_t pool_n;            /* how many slots; 0: no pool */
+    uint32_t pool_pad;
     char reason[SHM_REASON_MAX];
 } __attribute__((aligned(SHM_CL))) shm_seg_hdr_t;
 
@@ -101,7 +123,8 @@ typedef struct {
                                    operation failed and its memory is the
                                    caller's again (shm_send_revoke); the
                                    receiver checks after reading */
-    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 12];
+    uint32_t pool;              /* payload in pool slot pool - 1; 0: not */
+    char pad[SHM_CL - sizeof(rcoll_msg_hdr_t) - 16];
 } shm_slot_hdr_t;
 
 typedef struct shm_ep {
@@ -112,6 +135,16 @@ typedef struct shm_ep {
     shm_seg_hdr_t *peer_hdr;
     shm_ring_ctl_t *tx;         /* our ring in the peer's segment */
     char *tx_slots;
+    size_t tx_slot;             /* bytes of its slots (the peer's choice) */
+    size_t tx_inline;           /* the most payload bytes one holds */
+    /* the peer's pool (tx_pool_n 0: none), mapped */
+    char *tx_pool;
+    uint64_t *tx_pool_bits, *tx_pool_wait;
+    int tx_pool_n;
+    int tx_ring_idx;            /* our ring's index there (waiter bit) */
+    int pool_wait;              /* a send found its pool full */
+    int rx_ring_idx;            /* its ring's index in our segment */
+    uint32_t rx_pool;           /* the peeked message's pool slot + 1 */
     shm_ring_ctl_t *rx;         /* the peer's ring in our segment */
     char *rx_slots;
     uint64_t tx_head, tx_tail_seen;
@@ -146,7 +179,15 @@ struct rcoll_tl_ctx {
     char *base;                 /* our segment */
     size_t len;
     shm_seg_hdr_t *hdr;
-    size_t slot_size;
+    size_t slot_size;           /* bytes of a slot of our rings */
+    /* our pool (pool_n 0: none): slots of pool_stride bytes */
+    char *pool;
+    uint64_t *pool_bits, *pool_wait;
+    int pool_n, pool_nw, wait_nw;
+    size_t pool_stride;
+    shm_ep_t **ring_ep;         /* by ring index: whom a waiter bit names */
+    uint64_t pool_waits;        /* sends that found a peer's pool full */
+    uint64_t pool_msgs;         /* messages sent through peers' pools */
     size_t cma_min;             /* single copy from this many bytes */
     size_t cma_max;             /* and for transfers up to this many */
     size_t rndv_min;            /* whole transfers from this many bytes */

@@ -53,6 +53,80 @@ static void shm_sweep_stale(unsigned long ns)
     closedir(d);
 }
 
+/* ---- the segment's layout ---- */
+
+/* Offsets in a segment: the header, the rings, the pool's bitmap and
+ * waiter words (each on their own cache lines), its slots, the shared
+ * area. Senders recompute it from the header's counts to check it. */
+typedef struct {
+    size_t pool_bits, pool_wait, pool, area, len;
+} shm_layout_t;
+
+static void shm_layout(size_t ring_slot, int nslots, int peers, int pool,
+                       size_t chunk, shm_layout_t *l)
+{
+    size_t off = sizeof(shm_seg_hdr_t) +
+                 (size_t)peers * shm_ring_bytes(ring_slot, nslots);
+    off = SHM_ALIGN(off);
+    l->pool_bits = l->pool_wait = l->pool = 0;
+    if (pool) {
+        l->pool_bits = off;
+        off += SHM_ALIGN(8 * (((size_t)pool + 63) / 64));
+        l->pool_wait = off;
+        off += SHM_ALIGN(8 * (((size_t)peers + 63) / 64));
+        l->pool = off;
+        off += (size_t)pool * SHM_ALIGN(chunk);
+    }
+    size_t area = rcoll_config.shm_area
+                      ? RCOLL_AREA_LEN(rcoll_config.shm_area)
+                      : 0;
+    l->area = area ? off : 0;
+    l->len = off + area;
+}
+
+int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
+                   rcoll_shm_plan_t *pl)
+{
+    size_t budget = rcoll_config.shm_budget, fixed = 4096;
+    size_t full = SHM_CL + SHM_ALIGN(chunk);
+    shm_layout_t l;
+    if (rcoll_config.shm_area)
+        fixed += RCOLL_AREA_LEN(rcoll_config.shm_area);
+    pl->ring_slot = full;
+    pl->pool = 0;
+    shm_layout(full, nslots, peers, 0, chunk, &l);
+    pl->bytes = l.len;
+    if (!budget || peers < 1)
+        return 1;
+    if (budget > fixed &&
+        shm_ring_bytes(full, nslots) <= (budget - fixed) / (size_t)peers)
+        return 1;
+    if (!pool_ok || !rcoll_config.shm_pool || chunk <= SHM_POOL_INLINE)
+        return 0;
+    /* small rings, their control words, then as many chunk-sized slots as
+     * the rest holds, up to SHM_POOL_SENDERS full windows: the pipelined
+     * schedules receive from that many peers at a time at most (a ring
+     * from 1, two channels or a double binary tree from 2-4) */
+    size_t small = SHM_CL + SHM_POOL_INLINE;
+    size_t most = (size_t)peers * (size_t)nslots;
+    size_t rings = (size_t)peers * shm_ring_bytes(small, nslots);
+    size_t ctl = SHM_ALIGN(8 * ((most + 63) / 64)) +
+                 SHM_ALIGN(8 * (((size_t)peers + 63) / 64));
+    if (budget <= fixed + ctl || rings > budget - fixed - ctl)
+        return 0;
+    size_t n = (budget - fixed - ctl - rings) / SHM_ALIGN(chunk);
+    n = RCOLL_MIN(n, most);
+    n = RCOLL_MIN(n, (size_t)SHM_POOL_SENDERS * (size_t)nslots);
+    n = RCOLL_MIN(n, (size_t)1 << 24);
+    if (n < RCOLL_MIN(2 * (size_t)nslots, most))
+        return 0;
+    pl->ring_slot = small;
+    pl->pool = (int)n;
+    shm_layout(small, nslots, peers, (int)n, chunk, &l);
+    pl->bytes = l.len;
+    return 1;
+}
+
 /* ---- setup and teardown ---- */
 
 typedef struct {
@@ -98,15 +172,43 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
             "rank", p->rank, peer, p->chunk_size,
             (unsigned long long)ep->peer_hdr->chunk_size, p->nslots,
             ep->peer_hdr->nslots);
-    size_t rb = shm_ring_bytes(ctx->slot_size, p->nslots);
-    size_t off = sizeof(shm_seg_hdr_t) +
-                 (size_t)shm_ring_index(p, peer, p->rank) * rb;
-    if (off + rb > ep->peer_len)
+    /* its layout, recomputed from its counts: the offsets it wrote must
+     * be those, and everything must lie inside what we mapped */
+    const shm_seg_hdr_t *ph = ep->peer_hdr;
+    size_t full = SHM_CL + SHM_ALIGN(p->chunk_size);
+    shm_layout_t pl;
+    int ring_ok = ph->pool_n ? ph->ring_slot == SHM_CL + SHM_POOL_INLINE &&
+                                   SHM_POOL_INLINE < p->chunk_size
+                             : ph->ring_slot == full;
+    int pool_n = (int)RCOLL_MIN(ph->pool_n, 1u << 24);
+    shm_layout(ring_ok ? ph->ring_slot : full, p->nslots, (int)ph->nrings,
+               pool_n, p->chunk_size, &pl);
+    int tx_idx = shm_ring_index(p, peer, p->rank);
+    if (!ring_ok || ph->pool_n != (uint32_t)pool_n ||
+        ph->nrings > (uint32_t)p->nranks || tx_idx >= (int)ph->nrings ||
+        pl.len > ep->peer_len || (pool_n && (ph->pool_off != pl.pool ||
+        ph->pool_bits_off != pl.pool_bits ||
+        ph->pool_wait_off != pl.pool_wait)))
         return rcoll__set_error(RCOLL_ERR_PROTOCOL, "shm: rank %d's segment "
-                                "is too small (%zu bytes)", peer,
-                                ep->peer_len);
+                                "(%zu bytes) does not hold the rings and "
+                                "pool it announces (%u rings of %llu-byte "
+                                "slots, %u pool slots)", peer, ep->peer_len,
+                                ph->nrings, (unsigned long long)ph->ring_slot,
+                                ph->pool_n);
+    ep->tx_slot = ph->ring_slot;
+    ep->tx_inline = ph->ring_slot - SHM_CL;
+    ep->tx_ring_idx = tx_idx;
+    size_t off = sizeof(shm_seg_hdr_t) +
+                 (size_t)tx_idx * shm_ring_bytes(ep->tx_slot, p->nslots);
     ep->tx = (shm_ring_ctl_t *)(ep->peer_base + off);
     ep->tx_slots = (char *)(ep->tx + 1);
+    if (pool_n) {
+        ep->tx_pool_n = pool_n;
+        ep->tx_pool = ep->peer_base + pl.pool;
+        ep->tx_pool_bits = (uint64_t *)(ep->peer_base + pl.pool_bits);
+        ep->tx_pool_wait = (uint64_t *)(ep->peer_base + pl.pool_wait);
+    }
+    size_t rb;
     if (ep->peer_hdr->area_len &&
         ep->peer_hdr->area_off + ep->peer_hdr->area_len <= ep->peer_len &&
         ep->peer_hdr->area_off % SHM_CL == 0) {
@@ -114,7 +216,10 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
                                         ep->peer_hdr->area_off);
         ep->area_len = ep->peer_hdr->area_len;
     }
-    off = sizeof(shm_seg_hdr_t) + (size_t)shm_ring_index(p, p->rank, peer) * rb;
+    rb = shm_ring_bytes(ctx->slot_size, p->nslots);
+    ep->rx_ring_idx = shm_ring_index(p, p->rank, peer);
+    ctx->ring_ep[ep->rx_ring_idx] = ep;
+    off = sizeof(shm_seg_hdr_t) + (size_t)ep->rx_ring_idx * rb;
     ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
     ep->rx_slots = (char *)(ep->rx + 1);
     ep->pid = (pid_t)p->bs->peers[peer].pid;
@@ -178,15 +283,15 @@ static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
     rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
     snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
              (int)getpid(), hex);
-    ctx->len = sizeof(shm_seg_hdr_t) +
-               (size_t)ctx->npeers * shm_ring_bytes(ctx->slot_size, p->nslots);
-    /* the shared area, after the rings (coll/area.c) */
-    size_t area_off = SHM_ALIGN(ctx->len);
+    /* the rings, the pool if any, the shared area (coll/area.c) */
+    shm_layout_t lay;
+    shm_layout(ctx->slot_size, p->nslots, ctx->npeers, ctx->pool_n,
+               p->chunk_size, &lay);
+    ctx->len = lay.len;
+    size_t area_off = lay.area;
     size_t area_len = rcoll_config.shm_area
                           ? RCOLL_AREA_LEN(rcoll_config.shm_area)
                           : 0;
-    if (area_len)
-        ctx->len = area_off + area_len;
     int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create "
@@ -219,6 +324,19 @@ static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
     ctx->hdr->nrings = (uint32_t)ctx->npeers;
     ctx->hdr->area_off = area_len ? area_off : 0;
     ctx->hdr->area_len = area_len;
+    ctx->hdr->ring_slot = ctx->slot_size;
+    if (ctx->pool_n) {
+        ctx->hdr->pool_off = lay.pool;
+        ctx->hdr->pool_bits_off = lay.pool_bits;
+        ctx->hdr->pool_wait_off = lay.pool_wait;
+        ctx->hdr->pool_n = (uint32_t)ctx->pool_n;
+        ctx->pool = ctx->base + lay.pool;
+        ctx->pool_bits = (uint64_t *)(ctx->base + lay.pool_bits);
+        ctx->pool_wait = (uint64_t *)(ctx->base + lay.pool_wait);
+        ctx->pool_nw = (ctx->pool_n + 63) / 64;
+        ctx->wait_nw = (ctx->npeers + 63) / 64;
+        ctx->pool_stride = SHM_ALIGN(p->chunk_size);
+    }
     ctx->hdr->state = SHM_LIVE;
     __atomic_store_n(&ctx->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
     snprintf(name, name_len, "%s", ctx->name);
@@ -237,7 +355,6 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     if (!ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
     ctx->p = *p;
-    ctx->slot_size = SHM_CL + SHM_ALIGN(p->chunk_size);
     ctx->cma_min = rcoll_config.shm_cma_min;
     ctx->cma_max = rcoll_config.shm_cma_max;
     ctx->rndv_min = rcoll_config.shm_rndv_min;
@@ -260,6 +377,17 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
         ep->pidfd = -1;
         ctx->eps[i] = ep;
         ctx->npeers++;
+    }
+    /* full rings while they fit RCOLL_SHM_BUDGET, else small rings and a
+     * pool; past the budget even so (warned at set-up), full rings */
+    rcoll_shm_plan_t plan;
+    rcoll_shm_plan(p->chunk_size, p->nslots, ctx->npeers, 1, &plan);
+    ctx->slot_size = plan.ring_slot;
+    ctx->pool_n = plan.pool;
+    ctx->ring_ep = calloc((size_t)ctx->npeers + 1, sizeof(*ctx->ring_ep));
+    if (!ctx->ring_ep) {
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+        goto err;
     }
     if (ctx->npeers &&
         (st = shm_segment_create(ctx, addrs[r].name, sizeof(addrs[r].name))) !=
@@ -293,6 +421,17 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     ctx->p.pair_arg = NULL;
     rcoll_debug(RCOLL_SUBSYS_NET, "shm: rank %d: %d local peers, segment "
                 "%zu bytes", r, ctx->npeers, ctx->len);
+    int first = 1; /* (the lowest rank of the host says it) */
+    for (int i = 0; i < r; i++)
+        first &= !ctx->eps[i];
+    if (ctx->pool_n && first)
+        rcoll_info(RCOLL_SUBSYS_INIT, "shm: rank %d: %d local peers: rings "
+                   "of %d %zu-byte slots and a pool of %d %zu-byte slots "
+                   "(RCOLL_SHM_POOL) keep the %zu-byte chunk within "
+                   "RCOLL_SHM_BUDGET=%zu (segment %zu bytes)", r,
+                   ctx->npeers, p->nslots, ctx->slot_size, ctx->pool_n,
+                   ctx->pool_stride, p->chunk_size, rcoll_config.shm_budget,
+                   ctx->len);
     free(addrs);
     for (int i = 0; i < n; i++)
         eps[i] = (rcoll_tl_ep_t *)ctx->eps[i];
@@ -337,6 +476,7 @@ static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
     if (ctx->base)
         munmap(ctx->base, ctx->len);
     free(ctx->eps);
+    free(ctx->ring_ep);
     free(ctx->bounce);
     free(ctx);
 }
@@ -389,6 +529,14 @@ static void shm_stats(rcoll_tl_ctx_t *ctx, FILE *f)
             (unsigned long long)__atomic_load_n(&ctx->sent_single,
                                                 __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&ctx->read_bytes,
+                                                __ATOMIC_RELAXED));
+    fprintf(f, "rcoll:     pool (RCOLL_SHM_POOL): %d slots of %zu bytes "
+            "here (0: full rings); %llu messages sent through peers' "
+            "pools, %llu sends found one full\n", ctx->pool_n,
+            ctx->pool_stride,
+            (unsigned long long)__atomic_load_n(&ctx->pool_msgs,
+                                                __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->pool_waits,
                                                 __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "every peer's ring", 1, &sum);
 }

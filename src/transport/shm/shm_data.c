@@ -146,6 +146,99 @@ static void shm_tx_complete(shm_ep_t *ep)
     }
 }
 
+/* ---- the pool (shm.h) ---- */
+
+/* Takes a free slot of the peer's pool: its index, or -1 if none is free.
+ * The search starts at a word of our own, so that senders spread. */
+static int shm_pool_take(shm_ep_t *ep)
+{
+    int n = ep->tx_pool_n, nw = (n + 63) / 64;
+    for (int k = 0; k < nw; k++) {
+        int w = (ep->tx_ring_idx + k) % nw;
+        uint64_t valid = (w == nw - 1 && n % 64) ? (1ull << (n % 64)) - 1
+                                                 : ~0ull;
+        uint64_t v = __atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_RELAXED);
+        while (~v & valid) {
+            int b = __builtin_ctzll(~v & valid);
+            /* acquire: the receiver's reads of the slot (before its
+             * release) come before our writes */
+            if (__atomic_compare_exchange_n(&ep->tx_pool_bits[w], &v,
+                                            v | 1ull << b, 0,
+                                            __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return w * 64 + b;
+        }
+    }
+    return -1;
+}
+
+/* A free slot of the peer's pool, or -1 after we asked to be woken when
+ * one is freed: our waiter bit is set before the second look, and the
+ * receiver frees before it reads the bits, so one of us sees the other. */
+static int shm_pool_claim(shm_ep_t *ep)
+{
+    int k = shm_pool_take(ep);
+    if (k >= 0)
+        return k;
+    __atomic_fetch_or(&ep->tx_pool_wait[ep->tx_ring_idx / 64],
+                      1ull << (ep->tx_ring_idx % 64), __ATOMIC_SEQ_CST);
+    k = shm_pool_take(ep);
+    ep->pool_wait = k < 0;
+    return k;
+}
+
+/* 1 if the peer's pool has a free slot (a waiting sender may go on) */
+static int shm_pool_any_free(const shm_ep_t *ep)
+{
+    int n = ep->tx_pool_n, nw = (n + 63) / 64;
+    for (int w = 0; w < nw; w++) {
+        uint64_t valid = (w == nw - 1 && n % 64) ? (1ull << (n % 64)) - 1
+                                                 : ~0ull;
+        if (~__atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_SEQ_CST) & valid)
+            return 1;
+    }
+    return 0;
+}
+
+/* Frees slot k of our pool and wakes the senders that found it full. */
+static void shm_pool_free(struct rcoll_tl_ctx *ctx, int k)
+{
+    __atomic_fetch_and(&ctx->pool_bits[k / 64], ~(1ull << (k % 64)),
+                       __ATOMIC_SEQ_CST);
+    for (int w = 0; w < ctx->wait_nw; w++) {
+        if (!__atomic_load_n(&ctx->pool_wait[w], __ATOMIC_SEQ_CST))
+            continue;
+        uint64_t bits = __atomic_exchange_n(&ctx->pool_wait[w], 0,
+                                            __ATOMIC_SEQ_CST);
+        while (bits) {
+            int b = __builtin_ctzll(bits);
+            bits &= bits - 1;
+            shm_ep_t *ep = w * 64 + b < ctx->npeers ? ctx->ring_ep[w * 64 + b]
+                                                    : NULL;
+            if (!ep)
+                continue;
+            /* unconditional: it may be on its way to sleep, past the
+             * `sleeping` flag's check (shm_wait looks at the pool) */
+            __atomic_fetch_add(&ep->peer_hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+            shm_futex(&ep->peer_hdr->doorbell, FUTEX_WAKE, 1, NULL);
+        }
+    }
+}
+
+/* 1 if no slot of our pool is free */
+static int shm_pool_full(const struct rcoll_tl_ctx *ctx)
+{
+    for (int w = 0; w < ctx->pool_nw; w++) {
+        int n = ctx->pool_n;
+        uint64_t valid = (w == ctx->pool_nw - 1 && n % 64)
+                             ? (1ull << (n % 64)) - 1
+                             : ~0ull;
+        if (~__atomic_load_n(&ctx->pool_bits[w], __ATOMIC_RELAXED) & valid)
+            return 0;
+    }
+    return 1;
+}
+
 rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                                const void *payload, void *cookie, int flags,
                                size_t xfer)
@@ -169,7 +262,7 @@ rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
             return RCOLL_INPROGRESS;
         }
     }
-    char *slot = ep->tx_slots + (ep->tx_head % ns) * ctx->slot_size;
+    char *slot = ep->tx_slots + (ep->tx_head % ns) * ep->tx_slot;
     shm_slot_hdr_t *sh = (shm_slot_hdr_t *)slot;
     /* large data the peer only copies, in transfers up to cma_max: let
      * it read our buffer (one copy instead of two; past cma_max the two
@@ -188,15 +281,40 @@ rcoll_status_t shm_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "shm: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ctx->p.chunk_size);
+    /* past the ring slot's room: through a slot of the peer's pool */
+    int pk = -1;
+    if (!single && hdr->len > ep->tx_inline) {
+        if (!ep->tx_pool_n)
+            return rcoll__set_error(RCOLL_ERR_INTERNAL, "shm: a %u-byte "
+                                    "message to rank %d is larger than a "
+                                    "slot (%zu)", hdr->len, ep->peer,
+                                    ep->tx_inline);
+        if ((pk = shm_pool_claim(ep)) < 0) {
+            int state = shm_ep_check(ep);
+            if (state != SHM_LIVE)
+                return shm_ep_error(ep, state);
+            rcoll_lane_add(&ep->st.tx_waits, 1);
+            rcoll_lane_add(&ctx->pool_waits, 1);
+            return RCOLL_INPROGRESS;
+        }
+        if (ep->pool_wait) /* (it found one on its own) */
+            ep->pool_wait = 0;
+    }
     sh->hdr = *hdr;
     sh->revoked = 0;
+    sh->pool = pk >= 0 ? (uint32_t)pk + 1 : 0;
     if (single) {
         sh->cma_addr = (uint64_t)(uintptr_t)payload;
         ep->tx_cookie[ep->tx_head % ns] = cookie;
     } else {
         sh->cma_addr = 0;
-        if (hdr->len)
+        if (pk >= 0) {
+            memcpy(ep->tx_pool + (size_t)pk * SHM_ALIGN(ctx->p.chunk_size),
+                   payload, hdr->len);
+            rcoll_lane_add(&ctx->pool_msgs, 1);
+        } else if (hdr->len) {
             memcpy(slot + SHM_CL, payload, hdr->len);
+        }
     }
     ep->tx_head++;
     rcoll_lane_sent(&ep->st, hdr->len);
@@ -236,15 +354,31 @@ rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     const shm_slot_hdr_t *sh = (const shm_slot_hdr_t *)slot;
     ep->rx_hdr = sh->hdr;
     ep->rx_cma_addr = sh->cma_addr;
+    ep->rx_pool = ep->rx_cma_addr ? 0 : sh->pool;
+    if (ep->rx_pool > (uint32_t)ctx->pool_n) {
+        char what[160];
+        snprintf(what, sizeof(what), "shm: it named pool slot %u of %d: "
+                 "its shared memory is corrupt", ep->rx_pool - 1,
+                 ctx->pool_n);
+        shm_ep_fail(ep, 0, "", what);
+        ep->rx_pool = 0;
+        return shm_ep_error(ep, SHM_ABORTED);
+    }
     /* a length no sender of ours writes becomes one that every check
-     * refuses (a mismatch): past a slot for data in the slot, past
-     * SHM_MSG_MAX for data left in the sender's memory */
-    if (!ep->rx_cma_addr && ep->rx_hdr.len > ctx->p.chunk_size)
+     * refuses (a mismatch): past a slot (or a pool slot) for data here,
+     * past SHM_MSG_MAX for data left in the sender's memory */
+    size_t room = ep->rx_pool ? ctx->p.chunk_size
+                              : RCOLL_MIN(ctx->p.chunk_size,
+                                          ctx->slot_size - SHM_CL);
+    if (!ep->rx_cma_addr && ep->rx_hdr.len > room)
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
     else if (ep->rx_cma_addr && ep->rx_hdr.len > SHM_MSG_MAX)
         ep->rx_hdr.len = SHM_MSG_MAX + 1;
     *hdr = &ep->rx_hdr;
-    *payload = ep->rx_cma_addr ? NULL : slot + SHM_CL;
+    *payload = ep->rx_cma_addr ? NULL
+               : ep->rx_pool   ? ctx->pool + (size_t)(ep->rx_pool - 1) *
+                                                 ctx->pool_stride
+                               : slot + SHM_CL;
     return RCOLL_OK;
 }
 
@@ -282,7 +416,9 @@ rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
     size_t len = ep->rx_hdr.len, got = 0;
     if (!ep->rx_cma_addr) {
         len = RCOLL_MIN(len, ctx->p.chunk_size);
-        memcpy(dst, slot + SHM_CL, len);
+        memcpy(dst, ep->rx_pool ? ctx->pool + (size_t)(ep->rx_pool - 1) *
+                                                  ctx->pool_stride
+                                : slot + SHM_CL, len);
         return RCOLL_OK;
     }
     /* The kernel copies 5x slower when source and destination differ in
@@ -347,7 +483,7 @@ void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
             if (ep->tx_cookie[k % ns] != cookie)
                 continue;
             shm_slot_hdr_t *sh =
-                (shm_slot_hdr_t *)(ep->tx_slots + (k % ns) * ctx->slot_size);
+                (shm_slot_hdr_t *)(ep->tx_slots + (k % ns) * ep->tx_slot);
             if (!told++ && why && !ctx->hdr->reason[0]) {
                 /* why, for the peer that finds the mark (before it) */
                 snprintf(ctx->hdr->reason, SHM_REASON_MAX, "%s", why);
@@ -368,19 +504,27 @@ void shm_recv_release(rcoll_tl_ep_t *tep)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     rcoll_lane_received(&ep->st, ep->rx_hdr.len);
+    if (ep->rx_pool) {
+        shm_pool_free(ep->ctx, (int)ep->rx_pool - 1);
+        ep->rx_pool = 0;
+    }
     ep->rx_tail++;
     __atomic_store_n(&ep->rx->tail, ep->rx_tail, __ATOMIC_RELEASE);
     shm_ring_doorbell(ep->peer_hdr); /* a credit for a waiting sender */
 }
 
-/* The ring is full: its sender can post nothing until we release. */
+/* The ring is full, or it holds messages while our pool is: its sender,
+ * or another, can post nothing until we release. */
 int shm_recv_full(rcoll_tl_ep_t *tep)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     if (ep->rx_head_seen - ep->rx_tail < (uint64_t)ep->ctx->p.nslots &&
         shm_head_load(ep) != 0)
         return 0; /* (an abort: recv_peek reports it) */
-    return ep->rx_head_seen - ep->rx_tail >= (uint64_t)ep->ctx->p.nslots;
+    if (ep->rx_head_seen - ep->rx_tail >= (uint64_t)ep->ctx->p.nslots)
+        return 1;
+    return ep->ctx->pool_n && ep->rx_head_seen != ep->rx_tail &&
+           shm_pool_full(ep->ctx);
 }
 
 int shm_progress(rcoll_tl_ctx_t *ctx)
@@ -416,6 +560,10 @@ static int shm_anything(rcoll_tl_ctx_t *ctx)
         uint64_t tail = __atomic_load_n(&ep->tx->tail, __ATOMIC_SEQ_CST);
         if (tail != ep->wake_tail) {
             ep->wake_tail = tail;
+            any = 1;
+        }
+        if (ep->pool_wait && shm_pool_any_free(ep)) {
+            ep->pool_wait = 0; /* (once: the send tries again) */
             any = 1;
         }
         uint32_t state = __atomic_load_n(&ep->peer_hdr->state,
