@@ -173,30 +173,32 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
             (unsigned long long)ep->peer_hdr->chunk_size, p->nslots,
             ep->peer_hdr->nslots);
     /* its layout, recomputed from its counts: the offsets it wrote must
-     * be those, and everything must lie inside what we mapped */
-    const shm_seg_hdr_t *ph = ep->peer_hdr;
+     * be those, and everything must lie inside what we mapped (its header
+     * read once: the peer could change it meanwhile) */
+    shm_seg_hdr_t ph = *ep->peer_hdr;
     size_t full = SHM_CL + SHM_ALIGN(p->chunk_size);
     shm_layout_t pl;
-    int ring_ok = ph->pool_n ? ph->ring_slot == SHM_CL + SHM_POOL_INLINE &&
-                                   SHM_POOL_INLINE < p->chunk_size
-                             : ph->ring_slot == full;
-    int pool_n = (int)RCOLL_MIN(ph->pool_n, 1u << 24);
-    shm_layout(ring_ok ? ph->ring_slot : full, p->nslots, (int)ph->nrings,
-               pool_n, p->chunk_size, &pl);
+    int ring_ok = ph.pool_n ? ph.ring_slot == SHM_CL + SHM_POOL_INLINE &&
+                                  SHM_POOL_INLINE < p->chunk_size
+                            : ph.ring_slot == full;
+    int pool_n = (int)RCOLL_MIN(ph.pool_n, 1u << 24);
+    int nrings = (int)RCOLL_MIN(ph.nrings, (uint32_t)p->nranks);
+    size_t ring_slot = ring_ok ? ph.ring_slot : full;
+    shm_layout(ring_slot, p->nslots, nrings, pool_n, p->chunk_size, &pl);
     int tx_idx = shm_ring_index(p, peer, p->rank);
-    if (!ring_ok || ph->pool_n != (uint32_t)pool_n ||
-        ph->nrings > (uint32_t)p->nranks || tx_idx >= (int)ph->nrings ||
-        pl.len > ep->peer_len || (pool_n && (ph->pool_off != pl.pool ||
-        ph->pool_bits_off != pl.pool_bits ||
-        ph->pool_wait_off != pl.pool_wait)))
+    if (!ring_ok || ph.pool_n != (uint32_t)pool_n ||
+        ph.nrings != (uint32_t)nrings || tx_idx >= nrings ||
+        pl.len > ep->peer_len || (pool_n && (ph.pool_off != pl.pool ||
+        ph.pool_bits_off != pl.pool_bits ||
+        ph.pool_wait_off != pl.pool_wait)))
         return rcoll__set_error(RCOLL_ERR_PROTOCOL, "shm: rank %d's segment "
                                 "(%zu bytes) does not hold the rings and "
                                 "pool it announces (%u rings of %llu-byte "
                                 "slots, %u pool slots)", peer, ep->peer_len,
-                                ph->nrings, (unsigned long long)ph->ring_slot,
-                                ph->pool_n);
-    ep->tx_slot = ph->ring_slot;
-    ep->tx_inline = ph->ring_slot - SHM_CL;
+                                ph.nrings, (unsigned long long)ph.ring_slot,
+                                ph.pool_n);
+    ep->tx_slot = ring_slot;
+    ep->tx_inline = ring_slot - SHM_CL;
     ep->tx_ring_idx = tx_idx;
     size_t off = sizeof(shm_seg_hdr_t) +
                  (size_t)tx_idx * shm_ring_bytes(ep->tx_slot, p->nslots);
@@ -209,12 +211,11 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
         ep->tx_pool_wait = (uint64_t *)(ep->peer_base + pl.pool_wait);
     }
     size_t rb;
-    if (ep->peer_hdr->area_len &&
-        ep->peer_hdr->area_off + ep->peer_hdr->area_len <= ep->peer_len &&
-        ep->peer_hdr->area_off % SHM_CL == 0) {
-        ep->area = (rcoll_area_ctl_t *)(ep->peer_base +
-                                        ep->peer_hdr->area_off);
-        ep->area_len = ep->peer_hdr->area_len;
+    if (ph.area_len && ph.area_off <= ep->peer_len &&
+        ph.area_len <= ep->peer_len - ph.area_off &&
+        ph.area_off % SHM_CL == 0) {
+        ep->area = (rcoll_area_ctl_t *)(ep->peer_base + ph.area_off);
+        ep->area_len = ph.area_len;
     }
     rb = shm_ring_bytes(ctx->slot_size, p->nslots);
     ep->rx_ring_idx = shm_ring_index(p, p->rank, peer);

@@ -157,7 +157,9 @@ static int shm_pool_take(shm_ep_t *ep)
         int w = (ep->tx_ring_idx + k) % nw;
         uint64_t valid = (w == nw - 1 && n % 64) ? (1ull << (n % 64)) - 1
                                                  : ~0ull;
-        uint64_t v = __atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_RELAXED);
+        /* seq_cst: the look after our waiter bit is set must not be
+         * ordered before it (shm_pool_claim) */
+        uint64_t v = __atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_SEQ_CST);
         while (~v & valid) {
             int b = __builtin_ctzll(~v & valid);
             /* acquire: the receiver's reads of the slot (before its
@@ -172,6 +174,13 @@ static int shm_pool_take(shm_ep_t *ep)
     return -1;
 }
 
+/* Sets our bit in the peer's pool waiter words: its next free wakes us. */
+static void shm_pool_want(shm_ep_t *ep)
+{
+    __atomic_fetch_or(&ep->tx_pool_wait[ep->tx_ring_idx / 64],
+                      1ull << (ep->tx_ring_idx % 64), __ATOMIC_SEQ_CST);
+}
+
 /* A free slot of the peer's pool, or -1 after we asked to be woken when
  * one is freed: our waiter bit is set before the second look, and the
  * receiver frees before it reads the bits, so one of us sees the other. */
@@ -180,8 +189,7 @@ static int shm_pool_claim(shm_ep_t *ep)
     int k = shm_pool_take(ep);
     if (k >= 0)
         return k;
-    __atomic_fetch_or(&ep->tx_pool_wait[ep->tx_ring_idx / 64],
-                      1ull << (ep->tx_ring_idx % 64), __ATOMIC_SEQ_CST);
+    shm_pool_want(ep);
     k = shm_pool_take(ep);
     ep->pool_wait = k < 0;
     return k;
@@ -355,22 +363,29 @@ rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
     ep->rx_hdr = sh->hdr;
     ep->rx_cma_addr = sh->cma_addr;
     ep->rx_pool = ep->rx_cma_addr ? 0 : sh->pool;
-    if (ep->rx_pool > (uint32_t)ctx->pool_n) {
-        char what[160];
-        snprintf(what, sizeof(what), "shm: it named pool slot %u of %d: "
-                 "its shared memory is corrupt", ep->rx_pool - 1,
-                 ctx->pool_n);
+    /* with a pool, a message names a slot it took (its bit set) and fits
+     * where it lies; anything else no sender of ours writes */
+    size_t room = ep->rx_pool ? ctx->p.chunk_size
+                              : RCOLL_MIN(ctx->p.chunk_size,
+                                          ctx->slot_size - SHM_CL);
+    uint32_t k = ep->rx_pool - 1;
+    if (ep->rx_pool > (uint32_t)ctx->pool_n ||
+        (ep->rx_pool && !(__atomic_load_n(&ctx->pool_bits[k / 64],
+                                          __ATOMIC_RELAXED) >> (k % 64) & 1)) ||
+        (ctx->pool_n && !ep->rx_cma_addr && ep->rx_hdr.len > room)) {
+        char what[192];
+        snprintf(what, sizeof(what), "shm: it wrote a message of %u bytes "
+                 "in pool slot %d of %d (-1: none, %zu bytes in the ring "
+                 "slot): its shared memory is corrupt", ep->rx_hdr.len,
+                 (int)ep->rx_pool - 1, ctx->pool_n, room);
         shm_ep_fail(ep, 0, "", what);
         ep->rx_pool = 0;
         return shm_ep_error(ep, SHM_ABORTED);
     }
     /* a length no sender of ours writes becomes one that every check
-     * refuses (a mismatch): past a slot (or a pool slot) for data here,
-     * past SHM_MSG_MAX for data left in the sender's memory */
-    size_t room = ep->rx_pool ? ctx->p.chunk_size
-                              : RCOLL_MIN(ctx->p.chunk_size,
-                                          ctx->slot_size - SHM_CL);
-    if (!ep->rx_cma_addr && ep->rx_hdr.len > room)
+     * refuses (a mismatch): past a slot for data here, past SHM_MSG_MAX
+     * for data left in the sender's memory */
+    if (!ep->rx_cma_addr && ep->rx_hdr.len > ctx->p.chunk_size)
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
     else if (ep->rx_cma_addr && ep->rx_hdr.len > SHM_MSG_MAX)
         ep->rx_hdr.len = SHM_MSG_MAX + 1;
@@ -562,9 +577,15 @@ static int shm_anything(rcoll_tl_ctx_t *ctx)
             ep->wake_tail = tail;
             any = 1;
         }
-        if (ep->pool_wait && shm_pool_any_free(ep)) {
-            ep->pool_wait = 0; /* (once: the send tries again) */
-            any = 1;
+        if (ep->pool_wait) {
+            /* our bit again (a free may have cleared it and another
+             * sender taken the slot), then the look: one of the two
+             * sides sees the other */
+            shm_pool_want(ep);
+            if (shm_pool_any_free(ep)) {
+                ep->pool_wait = 0; /* (once: the send tries again) */
+                any = 1;
+            }
         }
         uint32_t state = __atomic_load_n(&ep->peer_hdr->state,
                                          __ATOMIC_SEQ_CST);
