@@ -312,7 +312,7 @@ static const param_t params[] = {
       "1: where receive rings of RCOLL_CHUNK_SIZE slots for every local "
       "peer would pass RCOLL_SHM_BUDGET, a rank's rings get 4 KiB slots "
       "and its segment a pool of chunk-sized slots that all its peers "
-      "draw from (2-4 x RCOLL_NSLOTS, as many as the budget holds), "
+      "draw from (2-3 x RCOLL_NSLOTS, as many as the budget holds), "
       "so the chunk stays RCOLL_CHUNK_SIZE; 0: the chunk is lowered "
       "instead"),
     P("SHM_AREA_MAX", "16K", "size", shm_area_max, size,

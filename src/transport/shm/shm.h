@@ -75,7 +75,7 @@
 #define SHM_BOUNCE_MIN (16u << 10)
 #define SHM_ALIGN(x) (((x) + SHM_CL - 1) & ~(size_t)(SHM_CL - 1))
 #define SHM_POOL_INLINE 4096u /* ring slots' payload when there is a pool */
-#define SHM_POOL_SENDERS 4    /* a pool holds at most this many windows */
+#define SHM_POOL_SENDERS 3    /* a pool holds at most this many windows */
 
 enum { SHM_LIVE = 0, SHM_CLOSED = 1, SHM_ABORTED = 2 };
 

@@ -105,8 +105,9 @@ int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
         return 0;
     /* small rings, their control words, then as many chunk-sized slots as
      * the rest holds, up to SHM_POOL_SENDERS full windows: the pipelined
-     * schedules receive from that many peers at a time at most (a ring
-     * from 1, two channels or a double binary tree from 2-4) */
+     * schedules that move large messages receive from 1 peer at a time
+     * (a ring, a chain, the hierarchical in-host phases) or 2 (channel
+     * rings, one each way), so 3 windows leave one to spare */
     size_t small = SHM_CL + SHM_POOL_INLINE;
     size_t most = (size_t)peers * (size_t)nslots;
     size_t rings = (size_t)peers * shm_ring_bytes(small, nslots);
