@@ -148,6 +148,12 @@ static void shm_tx_complete(shm_ep_t *ep)
 
 /* ---- the pool (shm.h) ---- */
 
+/* The bits of word w of an n-slot pool's bitmap that stand for slots */
+static inline uint64_t pool_word_mask(int n, int w)
+{
+    return (w == (n - 1) / 64 && n % 64) ? (1ull << (n % 64)) - 1 : ~0ull;
+}
+
 /* Takes a free slot of the peer's pool: its index, or -1 if none is free.
  * The search starts at a word of our own, so that senders spread. */
 static int shm_pool_take(shm_ep_t *ep)
@@ -155,8 +161,7 @@ static int shm_pool_take(shm_ep_t *ep)
     int n = ep->tx_pool_n, nw = (n + 63) / 64;
     for (int k = 0; k < nw; k++) {
         int w = (ep->tx_ring_idx + k) % nw;
-        uint64_t valid = (w == nw - 1 && n % 64) ? (1ull << (n % 64)) - 1
-                                                 : ~0ull;
+        uint64_t valid = pool_word_mask(n, w);
         /* seq_cst: the look after our waiter bit is set must not be
          * ordered before it (shm_pool_claim) */
         uint64_t v = __atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_SEQ_CST);
@@ -200,9 +205,8 @@ static int shm_pool_any_free(const shm_ep_t *ep)
 {
     int n = ep->tx_pool_n, nw = (n + 63) / 64;
     for (int w = 0; w < nw; w++) {
-        uint64_t valid = (w == nw - 1 && n % 64) ? (1ull << (n % 64)) - 1
-                                                 : ~0ull;
-        if (~__atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_SEQ_CST) & valid)
+        if (~__atomic_load_n(&ep->tx_pool_bits[w], __ATOMIC_SEQ_CST) &
+            pool_word_mask(n, w))
             return 1;
     }
     return 0;
@@ -236,14 +240,10 @@ static void shm_pool_free(struct rcoll_tl_ctx *ctx, int k)
 /* 1 if no slot of our pool is free */
 static int shm_pool_full(const struct rcoll_tl_ctx *ctx)
 {
-    for (int w = 0; w < ctx->pool_nw; w++) {
-        int n = ctx->pool_n;
-        uint64_t valid = (w == ctx->pool_nw - 1 && n % 64)
-                             ? (1ull << (n % 64)) - 1
-                             : ~0ull;
-        if (~__atomic_load_n(&ctx->pool_bits[w], __ATOMIC_RELAXED) & valid)
+    for (int w = 0; w < ctx->pool_nw; w++)
+        if (~__atomic_load_n(&ctx->pool_bits[w], __ATOMIC_RELAXED) &
+            pool_word_mask(ctx->pool_n, w))
             return 0;
-    }
     return 1;
 }
 
@@ -375,9 +375,9 @@ rcoll_status_t shm_recv_peek(rcoll_tl_ep_t *tep,
         (ctx->pool_n && !ep->rx_cma_addr && ep->rx_hdr.len > room)) {
         char what[192];
         snprintf(what, sizeof(what), "shm: it wrote a message of %u bytes "
-                 "in pool slot %d of %d (-1: none, %zu bytes in the ring "
+                 "in pool slot %lld of %d (-1: none, %zu bytes in the ring "
                  "slot): its shared memory is corrupt", ep->rx_hdr.len,
-                 (int)ep->rx_pool - 1, ctx->pool_n, room);
+                 (long long)ep->rx_pool - 1, ctx->pool_n, room);
         shm_ep_fail(ep, 0, "", what);
         ep->rx_pool = 0;
         return shm_ep_error(ep, SHM_ABORTED);
