@@ -137,31 +137,43 @@ typedef struct {
 static void shm_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason);
 
-static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
-                                   const char *name)
+/* Maps a local peer's segment (ep->peer_base, peer_len, peer_hdr). */
+static rcoll_status_t shm_peer_mmap(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
+                                    int peer, const char *name)
 {
     const rcoll_tl_params_t *p = &ctx->p;
-    shm_ep_t *ep = ctx->eps[peer];
-    struct stat sb;
     int fd = shm_open(name, O_RDWR, 0);
     if (fd < 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot open "
                                 "rank %d's segment %s: %s", p->rank, peer,
                                 name, strerror(errno));
+    struct stat sb;
     if (fstat(fd, &sb) != 0) {
         close(fd);
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d: fstat of rank %d's segment %s: %s", p->rank, peer, name,
-                                strerror(errno));
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d: fstat of "
+                                "rank %d's segment %s: %s", p->rank, peer,
+                                name, strerror(errno));
     }
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
                    MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map rank %d's segment %s: %s", p->rank, peer, name,
-                                strerror(errno));
+        return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot map "
+                                "rank %d's segment %s: %s", p->rank, peer,
+                                name, strerror(errno));
     ep->peer_base = m;
     ep->peer_len = (size_t)sb.st_size;
     ep->peer_hdr = m;
+    return RCOLL_OK;
+}
+
+/* Checks a mapped peer's header against our settings and the layout its
+ * counts give, and points our sending side at our ring (and its pool) in
+ * its segment and at its shared area. */
+static rcoll_status_t shm_peer_layout(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
+                                      int peer)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
     if (ep->peer_hdr->magic != SHM_MAGIC ||
         ep->peer_hdr->rank != peer ||
         ep->peer_hdr->chunk_size != p->chunk_size ||
@@ -211,27 +223,22 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
         ep->tx_pool_bits = (uint64_t *)(ep->peer_base + pl.pool_bits);
         ep->tx_pool_wait = (uint64_t *)(ep->peer_base + pl.pool_wait);
     }
-    size_t rb;
     if (ph.area_len && ph.area_off <= ep->peer_len &&
         ph.area_len <= ep->peer_len - ph.area_off &&
         ph.area_off % SHM_CL == 0) {
         ep->area = (rcoll_area_ctl_t *)(ep->peer_base + ph.area_off);
         ep->area_len = ph.area_len;
     }
-    rb = shm_ring_bytes(ctx->slot_size, p->nslots);
-    ep->rx_ring_idx = shm_ring_index(p, p->rank, peer);
-    ctx->ring_ep[ep->rx_ring_idx] = ep;
-    off = sizeof(shm_seg_hdr_t) + (size_t)ep->rx_ring_idx * rb;
-    ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
-    ep->rx_slots = (char *)(ep->rx + 1);
-    ep->pid = (pid_t)p->bs->peers[peer].pid;
-    ep->tx_cookie = calloc((size_t)p->nslots, sizeof(void *));
-    if (!ep->tx_cookie)
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+    return RCOLL_OK;
+}
 
-    /* Can we read its memory (same pid namespace, ptrace allowed)? Read
-     * its segment's magic where it has it mapped; tell it through our
-     * ring's cma_ok. */
+/* Can we read the peer's memory (same pid namespace, ptrace allowed)?
+ * Read its segment's magic where it has it mapped; tell it through our
+ * ring's cma_ok. */
+static void shm_peer_cma_probe(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
+                               int peer)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
     if (ctx->cma_min || ctx->rndv_min) {
         uint32_t v = 0;
         struct iovec l = {&v, sizeof(v)};
@@ -245,8 +252,12 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
                        p->rank, peer, strerror(errno));
         __atomic_store_n(&ep->rx->cma_ok, (uint32_t)ok, __ATOMIC_RELEASE);
     }
+}
 
-    /* its death becomes an epoll event */
+/* The peer's death becomes an epoll event (a pidfd), or a warning. */
+static void shm_peer_watch(struct rcoll_tl_ctx *ctx, shm_ep_t *ep, int peer)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
     ep->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->bs->peers[peer].pid, 0);
     if (ep->pidfd >= 0) {
         ep->h.cb = shm_pidfd_event;
@@ -264,6 +275,29 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
                    p->bs->peers[peer].pid, strerror(e),
                    rcoll_fd_limit_hint(e, hint, sizeof(hint)));
     }
+}
+
+static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
+                                   const char *name)
+{
+    const rcoll_tl_params_t *p = &ctx->p;
+    shm_ep_t *ep = ctx->eps[peer];
+    rcoll_status_t st;
+    if ((st = shm_peer_mmap(ctx, ep, peer, name)) != RCOLL_OK ||
+        (st = shm_peer_layout(ctx, ep, peer)) != RCOLL_OK)
+        return st;
+    size_t rb = shm_ring_bytes(ctx->slot_size, p->nslots);
+    ep->rx_ring_idx = shm_ring_index(p, p->rank, peer);
+    ctx->ring_ep[ep->rx_ring_idx] = ep;
+    size_t off = sizeof(shm_seg_hdr_t) + (size_t)ep->rx_ring_idx * rb;
+    ep->rx = (shm_ring_ctl_t *)(ctx->base + off);
+    ep->rx_slots = (char *)(ep->rx + 1);
+    ep->pid = (pid_t)p->bs->peers[peer].pid;
+    ep->tx_cookie = calloc((size_t)p->nslots, sizeof(void *));
+    if (!ep->tx_cookie)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "shm: no memory");
+    shm_peer_cma_probe(ctx, ep, peer);
+    shm_peer_watch(ctx, ep, peer);
     return RCOLL_OK;
 }
 
