@@ -440,28 +440,26 @@ static void conn_out_step(tcp_conn_t *c, uint32_t events)
     }
 }
 
-/* Answers an accepted connection's hello: the socket it is for becomes
- * this connection, unless ours for it is under way and we are the lower
- * rank ("no"). */
-static void conn_in_step(tcp_conn_t *c)
+/* An accepted connection's hello, read and checked: sealed with the job's
+ * secret, for this rank, from a peer we have a live endpoint for. Returns
+ * that endpoint, or NULL (not all there yet, or the connection dropped). */
+static tcp_ep_t *conn_in_hello(tcp_conn_t *c, tcp_hello_t *h, uint64_t *mac)
 {
     struct rcoll_tl_ctx *ctx = c->ctx;
     const rcoll_tl_params_t *p = &ctx->p;
-    tcp_hello_t h;
-    uint64_t mac;
-    int r = conn_read(c, 16, sizeof(h) + 8);
+    int r = conn_read(c, 16, sizeof(*h) + 8);
     if (r == 0)
-        return;
+        return NULL;
     if (r < 0) {
         /* a higher rank that took our connection instead drops its own */
         rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d: a connection closed "
                     "during its handshake", p->rank);
         conn_free(c, 0);
-        return;
+        return NULL;
     }
-    memcpy(&h, c->buf + 16, sizeof(h));
-    memcpy(&mac, c->buf + 16 + sizeof(h), 8);
-    if (mac != rcoll_auth_mac(p->secret, c->buf, &h, sizeof(h))) {
+    memcpy(h, c->buf + 16, sizeof(*h));
+    memcpy(mac, c->buf + 16 + sizeof(*h), 8);
+    if (*mac != rcoll_auth_mac(p->secret, c->buf, h, sizeof(*h))) {
         uint64_t no = RCOLL_AUTH_REFUSED;
         if (send(c->fd, &no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
             /* it learns from the close instead */
@@ -469,62 +467,66 @@ static void conn_in_step(tcp_conn_t *c)
         rcoll_warn("tcp: rank %d dropped a connection: it presented a wrong "
                    "secret (another job, or not rcoll)", p->rank);
         conn_free(c, 0);
-        return;
+        return NULL;
     }
-    if (h.magic != TCP_HELLO_MAGIC || h.rank < 0 || h.rank >= p->nranks ||
-        h.rank == p->rank || h.to != p->rank || h.idx < 0 ||
-        h.idx >= ctx->nsocks || !ctx->eps[h.rank]) {
+    if (h->magic != TCP_HELLO_MAGIC || h->rank < 0 || h->rank >= p->nranks ||
+        h->rank == p->rank || h->to != p->rank || h->idx < 0 ||
+        h->idx >= ctx->nsocks || !ctx->eps[h->rank]) {
         rcoll_warn("tcp: rank %d dropped a connection: bad hello", p->rank);
         conn_free(c, 0);
-        return;
+        return NULL;
     }
-    tcp_ep_t *ep = ctx->eps[h.rank];
-    tcp_sock_t *s = &ep->socks[h.idx];
+    tcp_ep_t *ep = ctx->eps[h->rank];
+    tcp_sock_t *s = &ep->socks[h->idx];
     if (ep->failed || (s->ended && !s->down)) {
         conn_free(c, 0);
-        return;
+        return NULL;
     }
-    if (tcp_hello_agree(ctx, &h) != RCOLL_OK) {
+    if (tcp_hello_agree(ctx, h) != RCOLL_OK) {
         char why[512];
         snprintf(why, sizeof(why), "%s", rcoll_last_error());
         conn_free(c, 0);
         tcp_ep_fail_st(ep, RCOLL_ERR_INVALID_ARGUMENT, why);
-        return;
+        return NULL;
     }
-    if (s->down) {
-        /* failback: the lower rank connects a socket taken down again;
-         * taken when it is quiet here too and the connection's number is
-         * new, else "no" (it tries again later) */
-        int take = h.rank < p->rank && h.gen > s->gen && h.gen <= 0xffffffu &&
-                   tcp_sock_quiet(s);
-        uint64_t ans = rcoll_auth_reply(p->secret, mac, take);
-        int fd = c->fd;
-        /* (tests: our yes lost, and the new connection with it, once this
-         * side took the new number) */
-        int cut = take && rcoll_fault("tcp_rejoin_cut");
-        if (!cut && (send(fd, &ans, sizeof(ans), MSG_NOSIGNAL |
-                          MSG_DONTWAIT) != (ssize_t)sizeof(ans) || !take)) {
-            conn_free(c, 0);
-            return;
-        }
-        conn_free(c, 1);
-        rejoined(ep, s, fd, h.gen);
-        if (cut && !ep->failed) {
-            shutdown(fd, SHUT_RDWR);
-            tcp_sock_end(s, "cut for RCOLL_FAULT=tcp_rejoin_cut", 0);
-        }
-        return;
-    }
-    if (s->fd >= 0) {
-        /* a higher rank's connection that lost to ours: its hello was on
-         * the way when our answer came (it has closed it since) */
-        rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d dropped a second "
-                    "connection of socket %d from rank %d", p->rank, h.idx,
-                    h.rank);
+    return ep;
+}
+
+/* Failback: the lower rank connects a socket taken down again; taken when
+ * it is quiet here too and the connection's number is new, else "no" (it
+ * tries again later). */
+static void conn_in_rejoin(tcp_conn_t *c, tcp_ep_t *ep, tcp_sock_t *s,
+                           const tcp_hello_t *h, uint64_t mac)
+{
+    const rcoll_tl_params_t *p = &c->ctx->p;
+    int take = h->rank < p->rank && h->gen > s->gen && h->gen <= 0xffffffu &&
+               tcp_sock_quiet(s);
+    uint64_t ans = rcoll_auth_reply(p->secret, mac, take);
+    int fd = c->fd;
+    /* (tests: our yes lost, and the new connection with it, once this
+     * side took the new number) */
+    int cut = take && rcoll_fault("tcp_rejoin_cut");
+    if (!cut && (send(fd, &ans, sizeof(ans), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                     (ssize_t)sizeof(ans) || !take)) {
         conn_free(c, 0);
         return;
     }
-    int take = !(s->conn && p->rank < h.rank);
+    conn_free(c, 1);
+    rejoined(ep, s, fd, h->gen);
+    if (cut && !ep->failed) {
+        shutdown(fd, SHUT_RDWR);
+        tcp_sock_end(s, "cut for RCOLL_FAULT=tcp_rejoin_cut", 0);
+    }
+}
+
+/* A first connection of socket h->idx from its peer: ours for it, if
+ * under way, loses unless we are the lower rank ("no" then). */
+static void conn_in_take(tcp_conn_t *c, tcp_ep_t *ep, tcp_sock_t *s,
+                         const tcp_hello_t *h, uint64_t mac)
+{
+    struct rcoll_tl_ctx *ctx = c->ctx;
+    const rcoll_tl_params_t *p = &ctx->p;
+    int take = !(s->conn && p->rank < h->rank);
     uint64_t ans = rcoll_auth_reply(p->secret, mac, take);
     if (send(c->fd, &ans, sizeof(ans), MSG_NOSIGNAL | MSG_DONTWAIT) !=
         (ssize_t)sizeof(ans)) {
@@ -534,7 +536,7 @@ static void conn_in_step(tcp_conn_t *c)
     if (!take) {
         rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d keeps its own "
                     "connection of socket %d to rank %d (they crossed)",
-                    p->rank, h.idx, h.rank);
+                    p->rank, h->idx, h->rank);
         conn_free(c, 0);
         return;
     }
@@ -546,16 +548,43 @@ static void conn_in_step(tcp_conn_t *c)
                        "socket from it");
         return;
     }
-    int fd = c->fd, peer = h.rank;
+    int fd = c->fd, peer = h->rank;
     conn_free(c, 1);
     s->await = 0;
     rcoll_sock_set_nonblock(fd, 1);
     rcoll_sock_tune(fd);
-    if (tcp_sock_setup(ctx, peer, h.idx, fd) != RCOLL_OK)
+    if (tcp_sock_setup(ctx, peer, h->idx, fd) != RCOLL_OK)
         tcp_ep_fail_st(ep, RCOLL_ERR_SYSTEM, rcoll_last_error());
     else
         rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d accepted socket %d from "
-                    "rank %d on first use", p->rank, h.idx, peer);
+                    "rank %d on first use", p->rank, h->idx, peer);
+}
+
+/* Answers an accepted connection's hello: the socket it is for becomes
+ * this connection, unless ours for it is under way and we are the lower
+ * rank ("no"). */
+static void conn_in_step(tcp_conn_t *c)
+{
+    tcp_hello_t h;
+    uint64_t mac;
+    tcp_ep_t *ep = conn_in_hello(c, &h, &mac);
+    if (!ep)
+        return;
+    tcp_sock_t *s = &ep->socks[h.idx];
+    if (s->down) {
+        conn_in_rejoin(c, ep, s, &h, mac);
+        return;
+    }
+    if (s->fd >= 0) {
+        /* a higher rank's connection that lost to ours: its hello was on
+         * the way when our answer came (it has closed it since) */
+        rcoll_debug(RCOLL_SUBSYS_NET, "tcp: rank %d dropped a second "
+                    "connection of socket %d from rank %d", c->ctx->p.rank,
+                    h.idx, h.rank);
+        conn_free(c, 0);
+        return;
+    }
+    conn_in_take(c, ep, s, &h, mac);
 }
 
 static void conn_event(rcoll_ev_handler_t *h, uint32_t events)
