@@ -44,6 +44,7 @@ static ssize_t counted_sendmsg(int fd, const struct msghdr *m, int flags)
 #define sendmsg counted_sendmsg
 #define rcoll_tl_tcp_ops test_transport_tcp_ops /* ours, not the library's */
 #include "../src/transport/tcp/tcp_data.c"
+#include "../src/transport/tcp/tcp_recv.c"
 #include "../src/transport/tcp/tcp_ctx.c"
 #include "../src/transport/tcp/tcp_rails.c"
 #undef rcoll_tl_tcp_ops

@@ -1,11 +1,12 @@
 /* The TCP transport's receive side: the byte stream from a peer (wire
  * headers, credits, payloads, goodbye, abort with its reason) is parsed by
- * tcp_sock_read into receive slots. The stream comes from the fuzzer
- * through a socketpair; messages are consumed as the engine would. Any
+ * tcp_sock_read (tcp_recv.c) into receive slots. The stream comes from the
+ * fuzzer through a socketpair; messages are consumed as the engine would. Any
  * malformed stream must end as a failed peer with a message, never as an
  * out-of-bounds access, more messages than slots or small payloads past
  * the ring. */
 #include "../../src/transport/tcp/tcp_data.c"
+#include "../../src/transport/tcp/tcp_recv.c"
 #include "../../src/transport/tcp/tcp_sock.c"
 #include "../../src/transport/tcp/tcp_ctx.c"
 #include "../../src/transport/tcp/tcp_rails.c"

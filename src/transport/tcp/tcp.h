@@ -2,8 +2,9 @@
  * messages striped round-robin over them (message i on socket i % nsocks,
  * so each peer pair stays a FIFO), each socket with its own ring of
  * receive slots and credits piggybacked on the reverse direction.
- * tcp_data.c is the data path (sends, reads, receives in place, credits,
- * failures of a peer), tcp_ctx.c the context (sockets set up and torn
+ * tcp_data.c is the data path's send side (sends, failures of a peer),
+ * tcp_recv.c its receive side (reads, receives in place, credits),
+ * tcp_ctx.c the context (sockets set up and torn
  * down, the ops table), tcp_sock.c a socket taken into use (by both
  * set-ups), tcp_lazy.c connections on first use, tcp_rails.c rails,
  * tcp_failover.c a rail's loss survived.
@@ -378,7 +379,20 @@ static inline int tcp_lseq_before(uint32_t a, uint32_t b)
     return (int32_t)(a - b) < 0;
 }
 
-/* tcp_data.c, for tcp_ctx.c and tcp_failover.c */
+/* tcp_data.c (the send side), for tcp_recv.c, tcp_ctx.c and
+ * tcp_failover.c */
+/* Where the payload of the next message (`len` bytes) goes in a ring of
+ * `size` bytes whose next free byte is *tail: its offset (*off); returns
+ * the ring bytes it takes (0 for an empty or big one), and moves *tail.
+ * The sender and the receiver run this on the same messages in the same
+ * order (per socket), so they agree on every offset. */
+uint32_t tcp_ring_place(size_t *tail, size_t size, size_t small,
+                        uint32_t len, size_t *off);
+/* The sender may have no room left in the ring for its next small
+ * payload: an idle receiver hands back what it owes. */
+int tcp_ring_tight(const tcp_sock_t *s);
+/* the peer counts among those the idle engine hands credits back to */
+void tcp_ep_activate(tcp_ep_t *ep);
 /* Queues one DATA message on s (copying it when the ep may fail over):
  * RCOLL_INPROGRESS when s has no credit or room for it now. */
 rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
@@ -387,15 +401,9 @@ rcoll_status_t tcp_push(tcp_sock_t *s, const rcoll_msg_hdr_t *hdr,
 tcp_txitem_t *tcp_txq_push(tcp_sock_t *s, uint32_t type,
                            const rcoll_msg_hdr_t *hdr, const void *payload,
                            void *cookie);
-void tcp_sock_release(tcp_sock_t *s);
 /* the socket a new message goes to: i mod n, or once a socket was lost
  * the next one not lost */
 tcp_sock_t *tcp_tx_sock(tcp_ep_t *ep);
-/* Whether socket s, taken down after a failover, may be replaced by a new
- * connection now: none of its messages waits to go again and its slots
- * hold nothing not yet received (copies of messages taken already are
- * dropped here). */
-int tcp_sock_quiet(tcp_sock_t *s);
 /* The link to the peer is gone or cannot be made: its sockets close and
  * the communicator fails with st and "rank P (HOST pid N): what" (once). */
 void tcp_ep_fail_st(tcp_ep_t *ep, rcoll_status_t st, const char *what);
@@ -412,6 +420,13 @@ rcoll_status_t tcp_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                         size_t xfer);
 void tcp_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                      const char *why);
+/* tcp_recv.c (the receive side) */
+void tcp_sock_release(tcp_sock_t *s);
+/* Whether socket s, taken down after a failover, may be replaced by a new
+ * connection now: none of its messages waits to go again and its slots
+ * hold nothing not yet received (copies of messages taken already are
+ * dropped here). */
+int tcp_sock_quiet(tcp_sock_t *s);
 int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
 void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
 void tcp_sock_event(rcoll_ev_handler_t *h, uint32_t events);
