@@ -232,92 +232,12 @@ int coll_sched_busy(const coll_sched_t *s)
     return n;
 }
 
-static void describe(const coll_sched_t *s, char *buf, size_t len)
-{
-    unsigned ch = (unsigned)(s->seq >> COLL_SEQ_CHAN_SHIFT);
-    if (!is_p2p(s) && ch)
-        snprintf(buf, len, "%s #%llu channel %u (count %zu, %s, %s, root "
-                 "%d, %s)", coll_kind_name(s->kind),
-                 coll_seq_num(s->seq),
-                 ch - 1, s->count, rcoll_datatype_name(s->dt),
-                 rcoll_op_name(s->op), s->root, s->algo ? s->algo : "-");
-    else if (is_p2p(s))
-        snprintf(buf, len, "%s (count %zu, %s, peer %d, tag %d)",
-                 coll_kind_name(s->kind), s->count,
-                 rcoll_datatype_name(s->dt), s->root, s->tag);
-    else
-        snprintf(buf, len, "%s #%llu (count %zu, %s, %s, root %d, %s)",
-                 coll_kind_name(s->kind), (unsigned long long)s->seq,
-                 s->count, rcoll_datatype_name(s->dt), rcoll_op_name(s->op),
-                 s->root, s->algo ? s->algo : "-");
-}
-
-static const char *class_name(unsigned c)
-{
-    switch (c) {
-    case COLL_MSG_COLL: return "collective";
-    case COLL_MSG_P2P:  return "send";
-    case COLL_MSG_RTS:  return "large send's announcement";
-    case COLL_MSG_CTS:  return "receiver's go-ahead";
-    }
-    return "unknown";
-}
-
-static rcoll_status_t mismatch(const coll_sched_t *s, const coll_env_t *e,
-                               int peer, const rcoll_msg_hdr_t *h,
-                               size_t expect_len)
-{
-    char mine[256];
-    unsigned k = h->kind & 0xff, dt = (h->kind >> 8) & 0xff,
-             op = (h->kind >> 16) & 0xff, cls = COLL_MSG_CLASS(h->kind);
-    describe(s, mine, sizeof(mine));
-    return rcoll__set_error(
-        RCOLL_ERR_MISMATCH,
-        "rank %d in %s received from rank %d a message (%s) of %s #%llu "
-        "(count %llu, %s, %s, root/tag %u, transfer %u chunk %u, %u bytes; "
-        "expected %zu bytes): the ranks called different operations or "
-        "counts",
-        e->rank, mine, peer, class_name(cls),
-        coll_kind_name((coll_kind_t)k), (unsigned long long)h->seq,
-        (unsigned long long)h->total,
-        rcoll_datatype_name((rcoll_datatype_t)dt),
-        rcoll_op_name((rcoll_op_t)op), h->tag, h->step, h->chunk, h->len,
-        expect_len);
-}
-
 static uint32_t msg_csum(const rcoll_msg_hdr_t *h, const void *payload)
 {
     rcoll_msg_hdr_t c = *h;
     c.csum = 0;
     uint32_t v = rcoll_crc32c(0, &c, sizeof(c));
     return h->len ? rcoll_crc32c(v, payload, h->len) : v;
-}
-
-static rcoll_status_t corrupt(const coll_sched_t *s, const coll_env_t *e,
-                              int peer, const rcoll_msg_hdr_t *h,
-                              uint32_t got)
-{
-    char mine[256];
-    describe(s, mine, sizeof(mine));
-    return rcoll__set_error(
-        RCOLL_ERR_CORRUPT,
-        "rank %d in %s: the chunk %u (%u bytes) of step %d from rank %d (%s "
-        "pid %d) failed its checksum (CRC32C %08x, sent %08x): the data was "
-        "corrupted between the two processes (RCOLL_CHECKSUM)",
-        e->rank, mine, h->chunk, h->len, s->r_step, peer,
-        e->peers[peer].hostname, e->peers[peer].pid, got, h->csum);
-}
-
-static rcoll_status_t peer_error(const coll_sched_t *s, const coll_env_t *e,
-                                 rcoll_status_t st, int peer, const char *dir)
-{
-    char mine[256], cause[512];
-    describe(s, mine, sizeof(mine));
-    snprintf(cause, sizeof(cause), "%s", rcoll_last_error());
-    return rcoll__set_error(st, "rank %d in %s: %s rank %d (%s pid %d) "
-                            "failed: %s", e->rank, mine, dir, peer,
-                            e->peers[peer].hostname, e->peers[peer].pid,
-                            cause[0] ? cause : rcoll_status_string(st));
 }
 
 /* The chunks a message of `got` bytes covers when receive step t expects
@@ -359,22 +279,6 @@ rcoll_status_t coll_sched_restart(coll_sched_t *s, const coll_env_t *e)
         free(s->recv_done);
     s->recv_done = NULL;
     return sched_state_init(s, e);
-}
-
-/* A receive whose message was longer than its buffer, once all of it was
- * consumed: it fails alone; the communicator goes on (the engine does not
- * fail it for this status). */
-static rcoll_status_t truncated(const coll_sched_t *s, const coll_env_t *e)
-{
-    size_t dts = rcoll_datatype_size(s->dt);
-    return rcoll__set_error(
-        RCOLL_ERR_TRUNCATED,
-        "rank %d: recv from rank %d (%s pid %d), tag %d: the message is %zu "
-        "%s (%zu bytes), the receive's buffer holds %zu (%zu bytes): "
-        "truncated; the message was dropped",
-        e->rank, s->root, e->peers[s->root].hostname, e->peers[s->root].pid,
-        s->tag, s->count, rcoll_datatype_name(s->dt), s->count * dts,
-        s->p2p_cap, s->p2p_cap * dts);
 }
 
 /* ---- receives in place ---- */
@@ -555,7 +459,7 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
     if (st != RCOLL_OK)
         return st == RCOLL_INPROGRESS
                    ? st
-                   : peer_error(s, e, st, peer, "receiving from");
+                   : coll_sched_peer_error(s, e, st, peer, "receiving from");
     if (s->matched && !s->p2p_matched) {
         if ((st = s->matched(s, e, h)) != RCOLL_OK)
             return st;
@@ -567,7 +471,7 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
                                : 0;
     int nch = msg_chunks(s, t, chunk, h->len, len);
     if (!hdr_ok(s, i, chunk, h, nch))
-        return mismatch(s, e, peer, h, len);
+        return coll_sched_mismatch(s, e, peer, h, len);
     len = h->len;
     if (s->kind == COLL_RECV && !s->p2p_matched) {
         s->seq = h->seq; /* the rest of this message, and our CTS */
@@ -595,19 +499,19 @@ static rcoll_status_t recv_chunk(coll_sched_t *s, const coll_env_t *e,
         }
         st = tl->recv_copy(e->eps[peer], s->bounce);
         if (st != RCOLL_OK)
-            return peer_error(s, e, st, peer, "receiving from");
+            return coll_sched_peer_error(s, e, st, peer, "receiving from");
         payload = s->bounce;
     }
     if (check) {
         uint32_t got = msg_csum(h, payload);
         if (got != h->csum)
-            return corrupt(s, e, peer, h, got);
+            return coll_sched_corrupt(s, e, peer, h, got);
     }
     if (t->recv_mode == RECV_COPY && len && !payload) {
         /* single copy: the transport reads the sender's memory into dst */
         st = tl->recv_copy(e->eps[peer], t->recv_dst + off);
         if (st != RCOLL_OK)
-            return peer_error(s, e, st, peer, "receiving from");
+            return coll_sched_peer_error(s, e, st, peer, "receiving from");
     } else if (recv_apply(s, e, t, off, payload, len, i, nch, peer, u)) {
         *moved = 1; /* counted when the memory domain is done (md_reap) */
         return RCOLL_OK;
@@ -778,7 +682,7 @@ static rcoll_status_t send_step(coll_sched_t *s, const coll_env_t *e, int i,
         }
         if (st != RCOLL_OK) {
             s->sends_inflight--;
-            return peer_error(s, e, st, p, "sending to");
+            return coll_sched_peer_error(s, e, st, p, "sending to");
         }
         if (first)
             coll_p2p_send_started(s, e);
@@ -906,7 +810,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
                 s->finish(s, e);
                 s->finish = NULL;
             }
-            return s->p2p_trunc ? truncated(s, e) : RCOLL_OK;
+            return s->p2p_trunc ? coll_sched_truncated(s, e) : RCOLL_OK;
         }
         for (int i = s->nsteps - 1; i >= 0; i--)
             if (s->steps[i].send_peer >= 0) {

@@ -337,6 +337,22 @@ void coll_sched_unplace(coll_sched_t *s, const coll_env_t *e);
  * releases those messages (before a failed operation's buffers go back). */
 void coll_sched_md_drain(coll_sched_t *s, const coll_env_t *e);
 void coll_sched_free(coll_sched_t *s);
+/* sched_err.c: a received message that belongs to another call or count
+ * (RCOLL_ERR_MISMATCH), failed its checksum (RCOLL_ERR_CORRUPT), a failed
+ * peer (dir: "sending to", "receiving from"), a receive whose message was
+ * longer than its buffer (RCOLL_ERR_TRUNCATED); each sets the message */
+rcoll_status_t coll_sched_mismatch(const coll_sched_t *s,
+                                   const coll_env_t *e, int peer,
+                                   const rcoll_msg_hdr_t *h,
+                                   size_t expect_len);
+rcoll_status_t coll_sched_corrupt(const coll_sched_t *s, const coll_env_t *e,
+                                  int peer, const rcoll_msg_hdr_t *h,
+                                  uint32_t got);
+rcoll_status_t coll_sched_peer_error(const coll_sched_t *s,
+                                     const coll_env_t *e, rcoll_status_t st,
+                                     int peer, const char *dir);
+rcoll_status_t coll_sched_truncated(const coll_sched_t *s,
+                                    const coll_env_t *e);
 const char *coll_kind_name(coll_kind_t k);
 
 /* Channels: at most this many parts of a call, each on its own ring. A
