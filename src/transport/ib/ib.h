@@ -197,8 +197,45 @@ struct ib_ep {
     double conn_deadline;
 };
 
+/* One RDMA device port a context uses: its verbs context, listening
+ * address (rdma_cm), protection domain, completion channel and queue,
+ * asynchronous events and registration cache (registrations belong to a
+ * protection domain). A context uses one (ctx->dev). */
+typedef struct ib_dev {
+    struct rcoll_tl_ctx *ctx;
+    struct ibv_context *verbs;
+    uint8_t port;
+    char devname[64];
+    char addr_str[64];
+    struct sockaddr_in addr;
+    struct rdma_cm_id *listen_id;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cch;
+    rcoll_ev_handler_t cch_h;
+    struct ibv_cq *cq;
+    int cq_armed;
+    int cqe;                  /* the CQ's entries */
+    int cq_used;              /* work requests posted, not yet completed:
+                                 posting stays within cqe (ib_cq_room) */
+    /* completions polled, not yet handled: a batch handled from the
+     * context, so that a call back into ib_poll from a handler goes on
+     * with the same batch, in order, before it polls more */
+    struct ibv_wc wc[32];
+    int wc_n, wc_i;
+    struct ib_async_dev *adev; /* the device's asynchronous events */
+    unsigned async_seen;      /* how many of them this context handled */
+    rcoll_ev_handler_t async_h;
+    uint32_t max_inline;
+    int imm_ok;               /* this device does WRITE_WITH_IMM */
+    /* buffers registered on use and kept (proto/rcache.c): receives in
+     * place, zero-copy sends */
+    rcoll_rcache_t *rcache;
+} ib_dev_t;
+
 struct rcoll_tl_ctx {
     rcoll_tl_params_t p;
+    ib_dev_t devs[1];
+    ib_dev_t *dev;            /* devs[0] */
     int nqps;
     int oob;
     int lazy;                 /* QPs connected on first use (ib_lazy.c) */
@@ -215,31 +252,7 @@ struct rcoll_tl_ctx {
     int sq_depth;
     struct rdma_event_channel *ech;
     rcoll_ev_handler_t ech_h;
-    struct rdma_cm_id *listen_id;
-    struct ibv_context *verbs;
-    uint8_t port;
-    char devname[64];
-    char addr_str[64];
-    struct sockaddr_in addr;
-    struct ibv_pd *pd;
-    struct ibv_comp_channel *cch;
-    rcoll_ev_handler_t cch_h;
-    struct ibv_cq *cq;
-    int cq_armed;
-    int cqe;                  /* the CQ's entries */
-    int cq_used;              /* work requests posted, not yet completed:
-                                 posting stays within cqe (ib_cq_room) */
-    /* completions polled, not yet handled: a batch handled from the
-     * context, so that a call back into ib_poll from a handler goes on
-     * with the same batch, in order, before it polls more */
-    struct ibv_wc wc[32];
-    int wc_n, wc_i;
     int nfatal;               /* QPs with `fatal` set (ib_progress) */
-    struct ib_async_dev *adev; /* the device's asynchronous events */
-    unsigned async_seen;      /* how many of them this context handled */
-    rcoll_ev_handler_t async_h;
-    uint32_t max_inline;
-    int imm_ok;               /* this device does WRITE_WITH_IMM */
     ib_ep_t **eps;            /* by rank */
     ib_qp_t **qps;            /* every QP, by gidx */
     int nq;
@@ -250,9 +263,6 @@ struct rcoll_tl_ctx {
     struct ib_ureg **regs;
     int nregs, regs_cap;
     uint64_t n_sent, n_zcopy, n_placed;
-    /* buffers registered on use and kept (proto/rcache.c): receives in
-     * place, zero-copy sends */
-    rcoll_rcache_t *rcache;
 };
 
 typedef struct ib_ureg {
@@ -349,7 +359,7 @@ const char *ib_peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
 int ib_libs_loaded(char *why, size_t len);
 int ib_usable(char *why, size_t len);
 const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v);
-int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
+int ib_pick_gid(const ib_dev_t *d, struct ibv_port_attr *pa,
                 union ibv_gid *gid);
 rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx);
 void ib_describe(FILE *f);

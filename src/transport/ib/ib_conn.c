@@ -49,7 +49,7 @@ void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
             continue;
         }
         rdma_ack_cm_event(ev);
-        if (!q || id == ctx->listen_id)
+        if (!q || id == ctx->dev->listen_id)
             continue;
         if (t == RDMA_CM_EVENT_DISCONNECTED ||
             t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -73,7 +73,7 @@ static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     static const uint32_t inl[] = {256, 128, 64, 32, 16, 0};
     for (int attempt = 0; attempt < 6; attempt++) {
         memset(&a, 0, sizeof(a));
-        a.send_cq = a.recv_cq = ctx->cq;
+        a.send_cq = a.recv_cq = ctx->dev->cq;
         a.qp_type = IBV_QPT_RC;
         a.cap.max_send_wr = (uint32_t)ctx->sq_depth;
         a.cap.max_recv_wr = (uint32_t)q->nrecv;
@@ -82,26 +82,31 @@ static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
         a.cap.max_inline_data = inl[attempt];
         int rc;
         if (id) {
-            rc = rdma_create_qp(id, ctx->pd, &a);
+            rc = rdma_create_qp(id, ctx->dev->pd, &a);
             if (rc == 0)
                 q->qp = id->qp;
         } else {
-            q->qp = ibv_create_qp(ctx->pd, &a);
+            q->qp = ibv_create_qp(ctx->dev->pd, &a);
             rc = q->qp ? 0 : -1;
         }
         if (rc == 0)
             break;
         if (attempt == 5)
-            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: creating a queue "
-                                    "pair to rank %d on %s: %s", q->ep->peer,
-                                    ctx->devname, strerror(errno));
+            return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                    "ib: creating a queue "
+                                    "pair to rank %d on %s: %s",
+                                    q->ep->peer, ctx->dev->devname,
+                                    strerror(errno));
     }
-    if (ctx->max_inline == 0 || a.cap.max_inline_data < ctx->max_inline)
-        ctx->max_inline = a.cap.max_inline_data;
-    if (!ctx->imm_ok && a.cap.max_inline_data < sizeof(uint32_t))
-        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s has neither "
+    if (ctx->dev->max_inline == 0 ||
+        a.cap.max_inline_data < ctx->dev->max_inline)
+        ctx->dev->max_inline = a.cap.max_inline_data;
+    if (!ctx->dev->imm_ok && a.cap.max_inline_data < sizeof(uint32_t))
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                                "ib: %s has neither "
                                 "immediate data nor inline sends: not "
-                                "supported", ctx->devname);
+                                "supported",
+                                ctx->dev->devname);
     q->sq_free = ctx->sq_depth;
     return RCOLL_OK;
 }
@@ -129,7 +134,7 @@ static void ib_conn_data_fill(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     d->nslots = (uint32_t)ctx->p.nslots;
     d->chunk = (uint32_t)ctx->p.chunk_size;
     d->rkey = q->rx_mr->rkey;
-    d->imm = (uint32_t)ctx->imm_ok;
+    d->imm = (uint32_t)ctx->dev->imm_ok;
     d->addr = (uint64_t)(uintptr_t)q->rx;
     conn_data_seal(ctx, d);
 }
@@ -148,7 +153,7 @@ static rcoll_status_t ib_conn_data_apply(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
             d->nslots);
     q->raddr = d->addr;
     q->rkey = d->rkey;
-    q->imm = ctx->imm_ok && d->imm;
+    q->imm = ctx->dev->imm_ok && d->imm;
     return RCOLL_OK;
 }
 
@@ -167,7 +172,7 @@ rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
 {
     char ps[128];
     if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
-        rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->addr,
+        rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->dev->addr,
                           (struct sockaddr *)&addrs[q->ep->peer], 5000) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
                                 "address of %s: %s",
@@ -548,19 +553,22 @@ static rcoll_status_t ib_oob_local(struct rcoll_tl_ctx *ctx,
                                    ib_oob_hdr_t *me)
 {
     union ibv_gid gid;
-    if (ibv_query_port(ctx->verbs, ctx->port, pa) != 0)
+    if (ibv_query_port(ctx->dev->verbs, ctx->dev->port, pa) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: ibv_query_port: %s",
                                 strerror(errno));
     memset(&gid, 0, sizeof(gid));
-    *gidx = ib_pick_gid(ctx, pa, &gid);
+    *gidx = ib_pick_gid(ctx->dev, pa, &gid);
     if (*gidx < 0)
-        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: no usable GID on %s "
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                                "ib: no usable GID on %s "
                                 "port %d (set RCOLL_IB_GID_INDEX)",
-                                ctx->devname, ctx->port);
+                                ctx->dev->devname, ctx->dev->port);
     char gs[INET6_ADDRSTRLEN];
     inet_ntop(AF_INET6, gid.raw, gs, sizeof(gs));
-    rcoll_info(RCOLL_SUBSYS_NET, "ib: oob connect on %s port %d, GID index "
-               "%d (%s), LID %u", ctx->devname, ctx->port, *gidx, gs, pa->lid);
+    rcoll_info(RCOLL_SUBSYS_NET,
+               "ib: oob connect on %s port %d, GID index "
+               "%d (%s), LID %u",
+               ctx->dev->devname, ctx->dev->port, *gidx, gs, pa->lid);
     memcpy(me->gid, gid.raw, 16);
     me->lid = pa->lid;
     me->link_layer = pa->link_layer;
@@ -577,8 +585,9 @@ static rcoll_status_t ib_oob_qp_init(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     rcoll_status_t st = ib_qp_create(ctx, q, NULL);
     if (st != RCOLL_OK)
         return st;
-    struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .pkey_index = 0,
-                             .port_num = ctx->port,
+    struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
+                             .pkey_index = 0,
+                             .port_num = ctx->dev->port,
                              .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
                                                 IBV_ACCESS_REMOTE_WRITE};
     if (ibv_modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
@@ -591,7 +600,7 @@ static rcoll_status_t ib_oob_qp_init(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     e->qpn = q->qp->qp_num;
     e->psn = q->psn;
     e->rkey = q->rx_mr->rkey;
-    e->imm = (uint32_t)ctx->imm_ok;
+    e->imm = (uint32_t)ctx->dev->imm_ok;
     e->addr = (uint64_t)(uintptr_t)q->rx;
     return RCOLL_OK;
 }
@@ -619,7 +628,7 @@ static rcoll_status_t ib_oob_qp_connect(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     at.rq_psn = te->psn;
     at.max_dest_rd_atomic = 1;
     at.min_rnr_timer = 12;
-    at.ah_attr.port_num = ctx->port;
+    at.ah_attr.port_num = ctx->dev->port;
     at.ah_attr.dlid = th->lid;
     if (pa->link_layer == IBV_LINK_LAYER_ETHERNET || th->lid == 0) {
         at.ah_attr.is_global = 1;
@@ -696,24 +705,26 @@ static rcoll_status_t ib_connect_oob(struct rcoll_tl_ctx *ctx)
 static rcoll_status_t ib_cm_listen(struct rcoll_tl_ctx *ctx, int backlog)
 {
     int lrc;
-    for (int t = 0; (lrc = rdma_listen(ctx->listen_id, backlog)) != 0 &&
-                    errno == EADDRINUSE && t < IB_CM_TRIES; t++) {
+    for (int t = 0; (lrc = rdma_listen(ctx->dev->listen_id, backlog)) != 0 &&
+                    errno == EADDRINUSE && t < IB_CM_TRIES;
+         t++) {
         struct rdma_cm_id *id;
-        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: rdma_listen on %s: %s; "
-                   "again with another port", ctx->p.rank, ctx->addr_str,
-                   strerror(errno));
+        rcoll_info(RCOLL_SUBSYS_NET,
+                   "ib: rank %d: rdma_listen on %s: %s; "
+                   "again with another port",
+                   ctx->p.rank, ctx->dev->addr_str, strerror(errno));
         if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
             break;
-        if (rdma_bind_addr(id, (struct sockaddr *)&ctx->addr) != 0) {
+        if (rdma_bind_addr(id, (struct sockaddr *)&ctx->dev->addr) != 0) {
             rdma_destroy_id(id);
             break;
         }
-        rdma_destroy_id(ctx->listen_id);
-        ctx->listen_id = id;
+        rdma_destroy_id(ctx->dev->listen_id);
+        ctx->dev->listen_id = id;
     }
     if (lrc != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_listen on %s: %s",
-                                ctx->addr_str, strerror(errno));
+                                ctx->dev->addr_str, strerror(errno));
     return RCOLL_OK;
 }
 
@@ -767,8 +778,8 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     rcoll_status_t st = ib_cm_listen(ctx, RCOLL_MAX(16, ctx->nq));
     if (st == RCOLL_OK) {
-        addrs[ctx->p.rank] = ctx->addr;
-        addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->listen_id);
+        addrs[ctx->p.rank] = ctx->dev->addr;
+        addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->dev->listen_id);
         st = rcoll_bootstrap_allgather(ctx->p.bs, addrs, sizeof(*addrs));
     }
     if (st == RCOLL_OK && (ctx->host_nics = ib_count_host_nics(ctx, addrs)) < 0)

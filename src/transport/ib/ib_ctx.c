@@ -14,6 +14,8 @@ static rcoll_status_t ib_ctx_params(struct rcoll_tl_ctx *ctx,
 {
     const char *mode = rcoll_config.ib_connect ? rcoll_config.ib_connect : "cm";
     ctx->p = *p;
+    ctx->dev = &ctx->devs[0];
+    ctx->dev->ctx = ctx;
     memcpy(ctx->secret, p->secret, sizeof(ctx->secret));
     ctx->p.secret = ctx->secret;
     pthread_mutex_init(&ctx->reg_lock, NULL);
@@ -48,25 +50,30 @@ static rcoll_status_t ib_cq_setup(struct rcoll_tl_ctx *ctx, int nqp, int nrecv)
     long recvs = (long)nqp * nrecv;
     long cqe = want;
     struct ibv_device_attr da;
-    if (ibv_query_device(ctx->verbs, &da) == 0 && cqe > da.max_cqe)
+    if (ibv_query_device(ctx->dev->verbs, &da) == 0 && cqe > da.max_cqe)
         cqe = da.max_cqe;
     if (rcoll_fault("ib_cq_small")) /* (tests) */
         cqe = RCOLL_MIN(cqe, recvs + 8);
     if (cqe < recvs + 3)
-        return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: %s's completion "
+        return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
+                                "ib: %s's completion "
                                 "queues hold at most %ld entries; %d queue "
                                 "pairs with %d receives each need %ld: lower "
                                 "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
-                                ctx->devname, cqe, nqp, nrecv, recvs + 3);
+                                ctx->dev->devname, cqe, nqp, nrecv, recvs + 3);
     if (cqe < want)
-        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s's completion queue "
+        rcoll_info(RCOLL_SUBSYS_NET,
+                   "ib: rank %d: %s's completion queue "
                    "holds %ld entries, not the %ld that %d queue pairs could "
-                   "post: sends wait for room", ctx->p.rank, ctx->devname, cqe,
-                   want, nqp);
-    ctx->cqe = (int)cqe;
-    if (!(ctx->cq = ibv_create_cq(ctx->verbs, ctx->cqe, NULL, ctx->cch, 0)))
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: completion queue of %d "
-                                "entries on %s: %s", ctx->cqe, ctx->devname,
+                   "post: sends wait for room",
+                   ctx->p.rank, ctx->dev->devname, cqe, want, nqp);
+    ctx->dev->cqe = (int)cqe;
+    if (!(ctx->dev->cq = ibv_create_cq(ctx->dev->verbs, ctx->dev->cqe, NULL,
+                                       ctx->dev->cch, 0)))
+        return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                "ib: completion queue of %d "
+                                "entries on %s: %s",
+                                ctx->dev->cqe, ctx->dev->devname,
                                 strerror(errno));
     return RCOLL_OK;
 }
@@ -108,23 +115,23 @@ static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
  * device's asynchronous events, and the completion queue armed. */
 static rcoll_status_t ib_ctx_arm(struct rcoll_tl_ctx *ctx)
 {
-    int fl = fcntl(ctx->cch->fd, F_GETFL);
-    fcntl(ctx->cch->fd, F_SETFL, fl | O_NONBLOCK);
+    int fl = fcntl(ctx->dev->cch->fd, F_GETFL);
+    fcntl(ctx->dev->cch->fd, F_SETFL, fl | O_NONBLOCK);
     fl = fcntl(ctx->ech->fd, F_GETFL);
     fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
-    ctx->cch_h.cb = ib_cq_event;
+    ctx->dev->cch_h.cb = ib_cq_event;
     ctx->ech_h.cb = ctx->lazy ? ib_lazy_event : ib_cm_event;
-    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->cch_h};
+    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->dev->cch_h};
     struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->cch->fd, &e1) != 0 ||
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->dev->cch->fd, &e1) != 0 ||
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
                                 strerror(errno));
     rcoll_status_t st = ib_async_attach(ctx);
     if (st != RCOLL_OK)
         return st;
-    ibv_req_notify_cq(ctx->cq, 0);
-    ctx->cq_armed = 1;
+    ibv_req_notify_cq(ctx->dev->cq, 0);
+    ctx->dev->cq_armed = 1;
     return RCOLL_OK;
 }
 
@@ -165,17 +172,19 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
         (st = ib_connect_all(ctx)) != RCOLL_OK)
         goto err;
     struct ibv_port_attr pa;
-    ibv_query_port(ctx->verbs, ctx->port, &pa);
-    rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d on %s port %d (%s, %s), %d "
+    ibv_query_port(ctx->dev->verbs, ctx->dev->port, &pa);
+    rcoll_info(RCOLL_SUBSYS_NET,
+               "ib: rank %d on %s port %d (%s, %s), %d "
                "queue pairs per peer, %s, inline up to %u bytes, %s connect",
-               p->rank, ctx->devname, ctx->port,
-               ib_link_layer_str(pa.link_layer, ctx->verbs), ctx->addr_str,
-               ctx->nqps,
+               p->rank, ctx->dev->devname, ctx->dev->port,
+               ib_link_layer_str(pa.link_layer, ctx->dev->verbs),
+               ctx->dev->addr_str, ctx->nqps,
                ctx->nq && ctx->qps[0]->imm ? "WRITE_WITH_IMM"
                                            : "WRITE + SEND signals",
-               ctx->max_inline, ctx->oob ? "oob" : ctx->lazy
-                                                       ? "rdma_cm on first use"
-                                                       : "rdma_cm");
+               ctx->dev->max_inline,
+               ctx->oob    ? "oob"
+               : ctx->lazy ? "rdma_cm on first use"
+                           : "rdma_cm");
     if ((st = ib_ctx_arm(ctx)) != RCOLL_OK)
         goto err;
     for (int i = 0; i < p->nranks; i++)
@@ -282,8 +291,8 @@ static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
 static void ib_ctx_unhook(struct rcoll_tl_ctx *ctx)
 {
     ib_async_detach(ctx);
-    if (ctx->cch && ctx->p.epfd >= 0)
-        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->cch->fd, NULL);
+    if (ctx->dev->cch && ctx->p.epfd >= 0)
+        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->dev->cch->fd, NULL);
     if (ctx->ech && ctx->p.epfd >= 0)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->ech->fd, NULL);
     if (ctx->ech) {
@@ -326,7 +335,7 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
         if (ctx->eps[i]) {
             for (int k = 0; k < ctx->eps[i]->nplace; k++)
-                rcoll_rcache_put(ctx->rcache, /* not unposted */
+                rcoll_rcache_put(ctx->dev->rcache, /* not unposted */
                                  ctx->eps[i]->place[k].rent);
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
@@ -334,9 +343,9 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
     /* the core deregisters first; any left would keep the PD busy */
     while (ctx->nregs > 0)
         ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
-    if (ctx->rcache) {
+    if (ctx->dev->rcache) {
         rcoll_rcache_stats_t rs;
-        rcoll_rcache_stats(ctx->rcache, &rs);
+        rcoll_rcache_stats(ctx->dev->rcache, &rs);
         if (rs.hits + rs.misses)
             rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
                        "%lu hits, %lu misses, %lu invalidated by the memory "
@@ -344,16 +353,16 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
                        ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
                        rs.evictions, rs.pinned_peak,
                        rs.monitored ? "" : " (no monitor: nothing kept)");
-        rcoll_rcache_destroy(ctx->rcache);
+        rcoll_rcache_destroy(ctx->dev->rcache);
     }
-    if (ctx->cq) /* its events were acked as they came */
-        ibv_destroy_cq(ctx->cq);
-    if (ctx->cch)
-        ibv_destroy_comp_channel(ctx->cch);
-    if (ctx->pd)
-        ibv_dealloc_pd(ctx->pd);
-    if (ctx->listen_id)
-        rdma_destroy_id(ctx->listen_id);
+    if (ctx->dev->cq) /* its events were acked as they came */
+        ibv_destroy_cq(ctx->dev->cq);
+    if (ctx->dev->cch)
+        ibv_destroy_comp_channel(ctx->dev->cch);
+    if (ctx->dev->pd)
+        ibv_dealloc_pd(ctx->dev->pd);
+    if (ctx->dev->listen_id)
+        rdma_destroy_id(ctx->dev->listen_id);
     if (ctx->ech)
         rdma_destroy_event_channel(ctx->ech);
     free(ctx->regs);
@@ -450,19 +459,20 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
         for (int k = 0; ep && k < n; k++)
             rcoll_lanes_sum(&sum[k], &ep->qps[k].st);
     }
-    fprintf(f, "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers "
-            "(%d connected%s); %llu sends, %llu zero-copy, %llu written in "
-            "place\n", ctx->nqps, ctx->devname, ctx->port, peers, conn,
-            ctx->lazy ? ", on first use" : "",
-            (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
-            (unsigned long long)__atomic_load_n(&ctx->n_zcopy,
-                                                __ATOMIC_RELAXED),
-            (unsigned long long)__atomic_load_n(&ctx->n_placed,
-                                                __ATOMIC_RELAXED));
+    fprintf(
+        f,
+        "rcoll:     %d lanes per peer (QPs on %s port %u), %d peers "
+        "(%d connected%s); %llu sends, %llu zero-copy, %llu written in "
+        "place\n",
+        ctx->nqps, ctx->dev->devname, ctx->dev->port, peers, conn,
+        ctx->lazy ? ", on first use" : "",
+        (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
+        (unsigned long long)__atomic_load_n(&ctx->n_zcopy, __ATOMIC_RELAXED),
+        (unsigned long long)__atomic_load_n(&ctx->n_placed, __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "QP k of every peer", n, sum);
-    if (ctx->rcache) {
+    if (ctx->dev->rcache) {
         rcoll_rcache_stats_t rs;
-        rcoll_rcache_stats(ctx->rcache, &rs);
+        rcoll_rcache_stats(ctx->dev->rcache, &rs);
         fprintf(f, "rcoll:     registration cache: %lu hits, %lu misses, "
                 "%lu invalidated (memory freed or unmapped), %lu evicted, "
                 "%lu not kept; %d entries, %zu bytes pinned now, %zu at "

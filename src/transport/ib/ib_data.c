@@ -11,19 +11,19 @@
  * every queue pair's full depth: the device's max_cqe.) */
 int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n)
 {
-    return ctx->cq_used + n <= ctx->cqe;
+    return ctx->dev->cq_used + n <= ctx->dev->cqe;
 }
 
 void ib_cq_posted(ib_qp_t *q, int n)
 {
     q->cq_out += n;
-    q->ep->ctx->cq_used += n;
+    q->ep->ctx->dev->cq_used += n;
 }
 
 /* q's queue pair goes: what it had posted never completes here */
 void ib_cq_forget(ib_qp_t *q)
 {
-    q->ep->ctx->cq_used -= q->cq_out;
+    q->ep->ctx->dev->cq_used -= q->cq_out;
     q->cq_out = 0;
 }
 
@@ -179,7 +179,7 @@ static void ib_tx_completed(ib_qp_t *q)
     void **c = &q->tx_cookie[slot];
     q->tx_done++;
     if (q->tx_rent[slot]) {
-        rcoll_rcache_put(ctx->rcache, q->tx_rent[slot]);
+        rcoll_rcache_put(ctx->dev->rcache, q->tx_rent[slot]);
         q->tx_rent[slot] = NULL;
     }
     if (*c) {
@@ -202,7 +202,7 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         WRID_GEN(wc->wr_id) != (q->gen & 0xffu))
         return; /* a QP of a connection attempt dropped (ib_cm_drop) */
     q->cq_out--;
-    ctx->cq_used--;
+    ctx->dev->cq_used--;
     if (kind != WR_RECV)
         q->sq_free++;
     if (kind == WR_DATA) /* done, or flushed: the NIC let go */
@@ -264,9 +264,9 @@ int ib_poll(struct rcoll_tl_ctx *ctx)
 {
     int total = 0;
     for (;;) {
-        if (ctx->wc_i == ctx->wc_n) {
-            int n = ibv_poll_cq(ctx->cq, 32, ctx->wc);
-            ctx->wc_i = ctx->wc_n = 0;
+        if (ctx->dev->wc_i == ctx->dev->wc_n) {
+            int n = ibv_poll_cq(ctx->dev->cq, 32, ctx->dev->wc);
+            ctx->dev->wc_i = ctx->dev->wc_n = 0;
             if (n <= 0) {
                 if (ctx->nfatal) {
                     ctx->nfatal = 0;
@@ -274,9 +274,9 @@ int ib_poll(struct rcoll_tl_ctx *ctx)
                 }
                 return total;
             }
-            ctx->wc_n = n;
+            ctx->dev->wc_n = n;
         }
-        struct ibv_wc wc = ctx->wc[ctx->wc_i++];
+        struct ibv_wc wc = ctx->dev->wc[ctx->dev->wc_i++];
         total++;
         ib_wc_handle(ctx, &wc);
     }
@@ -293,14 +293,14 @@ int ib_progress(rcoll_tl_ctx_t *ctx)
 
 void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events)
 {
-    struct rcoll_tl_ctx *ctx =
-        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx, cch_h));
+    ib_dev_t *dev = (ib_dev_t *)((char *)h - offsetof(ib_dev_t, cch_h));
+    struct rcoll_tl_ctx *ctx = dev->ctx;
     struct ibv_cq *cq;
     void *cq_ctx;
     (void)events;
-    while (ibv_get_cq_event(ctx->cch, &cq, &cq_ctx) == 0) {
+    while (ibv_get_cq_event(ctx->dev->cch, &cq, &cq_ctx) == 0) {
         ibv_ack_cq_events(cq, 1);
-        ctx->cq_armed = 0;
+        ctx->dev->cq_armed = 0;
     }
     ib_poll(ctx);
 }
@@ -312,9 +312,9 @@ int ib_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->nq; i++)
         ib_send_credits(ctx->qps[i]);
-    if (!ctx->cq_armed) {
-        ibv_req_notify_cq(ctx->cq, 0);
-        ctx->cq_armed = 1;
+    if (!ctx->dev->cq_armed) {
+        ibv_req_notify_cq(ctx->dev->cq, 0);
+        ctx->dev->cq_armed = 1;
     }
     return ib_poll(ctx);
 }
@@ -358,10 +358,11 @@ static uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
     *rent = NULL;
     if (len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, len);
-    if (!ukey && ctx->rcache && rcoll_config.ib_zcopy_min &&
+    if (!ukey && ctx->dev->rcache && rcoll_config.ib_zcopy_min &&
         len >= rcoll_config.ib_zcopy_min) {
         void *h;
-        if ((*rent = rcoll_rcache_get(ctx->rcache, (void *)payload, len, &h)))
+        if ((*rent =
+                 rcoll_rcache_get(ctx->dev->rcache, (void *)payload, len, &h)))
             ukey = ((struct ibv_mr *)h)->lkey;
     }
     return ukey;
@@ -464,7 +465,7 @@ static rcoll_status_t ib_send_refused(ib_ep_t *ep, ib_qp_t *q, int rc,
     char why[128];
     snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s", q->idx,
              strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
-    rcoll_rcache_put(ep->ctx->rcache, rent);
+    rcoll_rcache_put(ep->ctx->dev->rcache, rent);
     ib_qp_ended(q, why);
     if (!ep->failed)
         ib_ep_fail(ep, "%s", why);
@@ -502,7 +503,7 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     uint32_t slot = (uint32_t)(q->tx_seq % (uint64_t)ctx->p.nslots);
     char *s = q->tx + (size_t)slot * ctx->stride;
     int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
-    int inl = rp < 0 && sizeof(*hdr) + hdr->len <= ctx->max_inline &&
+    int inl = rp < 0 && sizeof(*hdr) + hdr->len <= ctx->dev->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
     rcoll_rcache_entry_t *rent = NULL;
     uint32_t ukey = inl ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
@@ -594,11 +595,12 @@ void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
             if (q->tx_cookie[k % ns] == cookie) {
                 rcoll_warn("ib: rank %d: %s did not flush a zero-copy send "
                            "to rank %d within %g s of stopping its queue "
-                           "pair", ctx->p.rank, ctx->devname, q->ep->peer,
-                           wait);
+                           "pair",
+                           ctx->p.rank, ctx->dev->devname, q->ep->peer, wait);
                 q->tx_cookie[k % ns] = NULL;
                 if (q->tx_rent[k % ns])
-                    rcoll_rcache_invalidate(ctx->rcache, q->tx_rent[k % ns]);
+                    rcoll_rcache_invalidate(ctx->dev->rcache,
+                                            q->tx_rent[k % ns]);
                 ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
             }
     }
@@ -619,7 +621,7 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     }
     void *mrh;
     rcoll_rcache_entry_t *rent =
-        rcoll_rcache_get(ctx->rcache, pl->dst, pl->bytes, &mrh);
+        rcoll_rcache_get(ctx->dev->rcache, pl->dst, pl->bytes, &mrh);
     if (!rent) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: cannot register %zu bytes for a "
                     "receive in place from rank %d (%s): through the slots",
@@ -636,7 +638,7 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     memcpy(buf, &m, sizeof(m));
     if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
         /* no credit now (or the link failed: the next call says so) */
-        rcoll_rcache_put(ctx->rcache, rent);
+        rcoll_rcache_put(ctx->dev->rcache, rent);
         return 0;
     }
     ep->place[ep->nplace].pl = *pl;

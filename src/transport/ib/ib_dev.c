@@ -78,7 +78,7 @@ static int ib_dev_imm(struct ibv_context *verbs)
 static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
 {
     struct sigaction old, ign;
-    if (ctx->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+    if (ctx->dev->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
         return;
     memset(&ign, 0, sizeof(ign));
     ign.sa_handler = SIG_IGN;
@@ -87,9 +87,11 @@ static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
         old.sa_handler != SIG_DFL)
         return;
     if (sigaction(SIGPIPE, &ign, NULL) == 0)
-        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: SIGPIPE ignored (it was "
+        rcoll_info(RCOLL_SUBSYS_NET,
+                   "ib: rank %d: SIGPIPE ignored (it was "
                    "at its default; %s sends from this process on kernel "
-                   "TCP sockets)", ctx->p.rank, ctx->devname);
+                   "TCP sockets)",
+                   ctx->p.rank, ctx->dev->devname);
 }
 
 const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v)
@@ -316,38 +318,37 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
         if (d != k)
             rdma_destroy_id(dev[d].id);
     struct rdma_cm_id *id = dev[k].id;
-    ctx->listen_id = id;
-    ctx->verbs = id->verbs;
-    ctx->port = id->port_num;
-    ctx->addr = dev[k].a;
-    snprintf(ctx->devname, sizeof(ctx->devname), "%s", dev[k].dev);
-    inet_ntop(AF_INET, &ctx->addr.sin_addr, ctx->addr_str,
-              sizeof(ctx->addr_str));
+    ctx->dev->listen_id = id;
+    ctx->dev->verbs = id->verbs;
+    ctx->dev->port = id->port_num;
+    ctx->dev->addr = dev[k].a;
+    snprintf(ctx->dev->devname, sizeof(ctx->dev->devname), "%s", dev[k].dev);
+    inet_ntop(AF_INET, &ctx->dev->addr.sin_addr, ctx->dev->addr_str,
+              sizeof(ctx->dev->addr_str));
     return RCOLL_OK;
 }
 
 /* The GID the oob mode uses on this port: RCOLL_IB_GID_INDEX, else the
  * best scored (RoCE v2, IPv4-mapped, the address rdma_cm picked). */
-int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
-                       union ibv_gid *gid)
+int ib_pick_gid(const ib_dev_t *d, struct ibv_port_attr *pa, union ibv_gid *gid)
 {
     const char *gi = rcoll_config.ib_gid_index;
     if (gi && gi[0] && strcmp(gi, "auto") != 0) {
         char *end;
         long v = strtol(gi, &end, 0);
         if (*end || v < 0 || v > 65535 ||
-            ibv_query_gid(ctx->verbs, ctx->port, (int)v, gid) != 0)
+            ibv_query_gid(d->verbs, d->port, (int)v, gid) != 0)
             return -1;
         return (int)v;
     }
     if (pa->link_layer != IBV_LINK_LAYER_ETHERNET) {
-        ibv_query_gid(ctx->verbs, ctx->port, 0, gid);
+        ibv_query_gid(d->verbs, d->port, 0, gid);
         return 0;
     }
     int best = -1, best_score = 0;
     for (int i = 0; i < pa->gid_tbl_len && i < 256; i++) {
         struct ibv_gid_entry e;
-        if (ibv_query_gid_ex(ctx->verbs, ctx->port, (uint32_t)i, &e, 0) != 0)
+        if (ibv_query_gid_ex(d->verbs, d->port, (uint32_t)i, &e, 0) != 0)
             continue;
         const uint8_t *g = e.gid.raw;
         static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -360,7 +361,7 @@ int ib_pick_gid(struct rcoll_tl_ctx *ctx, struct ibv_port_attr *pa,
             continue;
         int score = (e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 4 : 1) +
                     (is_v4 ? 2 : 0) +
-                    (is_v4 && !memcmp(g + 12, &ctx->addr.sin_addr, 4) ? 8 : 0);
+                    (is_v4 && !memcmp(g + 12, &d->addr.sin_addr, 4) ? 8 : 0);
         if (score > best_score) {
             best_score = score;
             best = i;
@@ -382,17 +383,18 @@ rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx)
     rcoll_status_t st = ib_pick_address(ctx);
     if (st != RCOLL_OK)
         return st;
-    ctx->imm_ok = ib_dev_imm(ctx->verbs);
+    ctx->dev->imm_ok = ib_dev_imm(ctx->dev->verbs);
     ib_sigpipe_guard(ctx);
-    if (!(ctx->pd = ibv_alloc_pd(ctx->verbs)) ||
-        !(ctx->cch = ibv_create_comp_channel(ctx->verbs)))
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: protection domain or "
-                                "completion channel on %s: %s", ctx->devname,
-                                strerror(errno));
+    if (!(ctx->dev->pd = ibv_alloc_pd(ctx->dev->verbs)) ||
+        !(ctx->dev->cch = ibv_create_comp_channel(ctx->dev->verbs)))
+        return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                "ib: protection domain or "
+                                "completion channel on %s: %s",
+                                ctx->dev->devname, strerror(errno));
     static const rcoll_rcache_ops_t rc_ops = {.reg = ib_rc_reg,
                                               .dereg = ib_rc_dereg};
-    if (!(ctx->rcache = rcoll_rcache_create(&rc_ops, ctx,
-                                            rcoll_config.rcache_max)))
+    if (!(ctx->dev->rcache =
+              rcoll_rcache_create(&rc_ops, ctx, rcoll_config.rcache_max)))
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     return RCOLL_OK;
 }
@@ -434,7 +436,7 @@ void ib_describe(FILE *f)
             fprintf(f, "           port %u: %s, %s, MTU %d", port,
                     ibv_port_state_str(pa.state),
                     ib_link_layer_str(pa.link_layer, v), 128 << pa.active_mtu);
-            struct rcoll_tl_ctx tmp;
+            ib_dev_t tmp;
             memset(&tmp, 0, sizeof(tmp));
             tmp.verbs = v;
             tmp.port = port;

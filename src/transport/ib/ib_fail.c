@@ -115,23 +115,28 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
     const char *name = ibv_event_type_str(e->type);
     switch (e->type) {
     case IBV_EVENT_PORT_ERR:
-        if (e->port != ctx->port)
+        if (e->port != ctx->dev->port)
             return;
-        snprintf(what, sizeof(what), "this rank's device %s port %d went down "
-                 "(asynchronous event %s)", ctx->devname, e->port, name);
+        snprintf(what, sizeof(what),
+                 "this rank's device %s port %d went down "
+                 "(asynchronous event %s)",
+                 ctx->dev->devname, e->port, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_DEVICE_FATAL:
-        snprintf(what, sizeof(what), "device %s failed (asynchronous event "
-                 "%s)", ctx->devname, name);
+        snprintf(what, sizeof(what),
+                 "device %s failed (asynchronous event "
+                 "%s)",
+                 ctx->dev->devname, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_CQ_ERR:
-        if (e->obj != ctx->cq)
+        if (e->obj != ctx->dev->cq)
             return;
-        snprintf(what, sizeof(what), "device %s port %d: the completion "
-                 "queue overran (asynchronous event %s)", ctx->devname,
-                 ctx->port, name);
+        snprintf(what, sizeof(what),
+                 "device %s port %d: the completion "
+                 "queue overran (asynchronous event %s)",
+                 ctx->dev->devname, ctx->dev->port, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_QP_FATAL:
@@ -146,16 +151,19 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
             /* (lazy: an attempt not up yet is its cm event's business) */
             if (q->qp && (const void *)q->qp == e->obj && !q->ended &&
                 (q->up || !ctx->lazy)) {
-                snprintf(q->fatal, sizeof(q->fatal), "device %s port %d: "
+                snprintf(q->fatal, sizeof(q->fatal),
+                         "device %s port %d: "
                          "queue pair %d failed (asynchronous event %s)",
-                         ctx->devname, ctx->port, q->idx, name);
+                         ctx->dev->devname, ctx->dev->port, q->idx, name);
                 ctx->nfatal++;
             }
         }
         return;
     default:
-        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %s: asynchronous event %s"
-                   " (port %d)", ctx->p.rank, ctx->devname, name, e->port);
+        rcoll_info(RCOLL_SUBSYS_NET,
+                   "ib: rank %d: %s: asynchronous event %s"
+                   " (port %d)",
+                   ctx->p.rank, ctx->dev->devname, name, e->port);
         return;
     }
 }
@@ -163,34 +171,34 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
 /* Takes the device's events this context has not seen. */
 void ib_async_take(struct rcoll_tl_ctx *ctx)
 {
-    ib_async_dev_t *d = ctx->adev;
+    ib_async_dev_t *d = ctx->dev->adev;
     ib_async_ev_t evs[IB_ASYNC_LOG];
-    if (!d || __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->async_seen)
+    if (!d ||
+        __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->dev->async_seen)
         return;
     pthread_mutex_lock(&ib_async_lock);
-    unsigned n = d->gen - ctx->async_seen, lost = 0;
+    unsigned n = d->gen - ctx->dev->async_seen, lost = 0;
     if (n > IB_ASYNC_LOG) {
         lost = n - IB_ASYNC_LOG;
         n = IB_ASYNC_LOG;
     }
     for (unsigned k = 0; k < n; k++)
         evs[k] = d->log[(d->gen - n + k) % IB_ASYNC_LOG];
-    ctx->async_seen = d->gen;
+    ctx->dev->async_seen = d->gen;
     pthread_mutex_unlock(&ib_async_lock);
     if (lost)
         rcoll_warn("ib: rank %d: %u asynchronous events of %s were missed",
-                   ctx->p.rank, lost, ctx->devname);
+                   ctx->p.rank, lost, ctx->dev->devname);
     for (unsigned k = 0; k < n; k++)
         ib_async_handle(ctx, &evs[k]);
 }
 
 static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
 {
-    struct rcoll_tl_ctx *ctx =
-        (struct rcoll_tl_ctx *)((char *)h - offsetof(struct rcoll_tl_ctx,
-                                                     async_h));
+    ib_dev_t *dev = (ib_dev_t *)((char *)h - offsetof(ib_dev_t, async_h));
+    struct rcoll_tl_ctx *ctx = dev->ctx;
     (void)events;
-    ib_async_read(ctx->adev);
+    ib_async_read(ctx->dev->adev);
     ib_async_take(ctx);
 }
 
@@ -200,42 +208,45 @@ rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
     ib_async_dev_t *d = NULL;
     pthread_mutex_lock(&ib_async_lock);
     for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
-        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->verbs)
+        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->dev->verbs)
             d = &ib_adevs[i];
     for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
         if (!ib_adevs[i].users) {
             d = &ib_adevs[i];
-            d->verbs = ctx->verbs;
+            d->verbs = ctx->dev->verbs;
             d->gen = 0;
         }
     if (d) {
         d->users++;
-        ctx->adev = d;
-        ctx->async_seen = d->gen;
+        ctx->dev->adev = d;
+        ctx->dev->async_seen = d->gen;
     }
     pthread_mutex_unlock(&ib_async_lock);
     if (!d)
         return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: more than %d RDMA "
                                 "devices in use in this process",
                                 IB_ASYNC_DEVS);
-    ctx->async_h.cb = ib_async_event;
-    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->async_h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->verbs->async_fd, &e) != 0)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl of %s's "
-                                "event fd: %s", ctx->devname, strerror(errno));
+    ctx->dev->async_h.cb = ib_async_event;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->dev->async_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->dev->verbs->async_fd, &e) !=
+        0)
+        return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                "ib: epoll_ctl of %s's "
+                                "event fd: %s",
+                                ctx->dev->devname, strerror(errno));
     return RCOLL_OK;
 }
 
 void ib_async_detach(struct rcoll_tl_ctx *ctx)
 {
-    if (!ctx->adev)
+    if (!ctx->dev->adev)
         return;
-    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->verbs->async_fd, NULL);
+    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->dev->verbs->async_fd, NULL);
     pthread_mutex_lock(&ib_async_lock);
-    if (--ctx->adev->users == 0)
-        ctx->adev->verbs = NULL;
+    if (--ctx->dev->adev->users == 0)
+        ctx->dev->adev->verbs = NULL;
     pthread_mutex_unlock(&ib_async_lock);
-    ctx->adev = NULL;
+    ctx->dev->adev = NULL;
 }
 
 
@@ -258,15 +269,18 @@ void ib_qp_ended(ib_qp_t *q, const char *why)
     /* A port that went down flushes the queue pairs, and their error
      * completions may come before its event: the device says why first
      * (ib_async_handle), else the port's state does. */
-    if (ctx->adev) {
-        ib_async_read(ctx->adev);
+    if (ctx->dev->adev) {
+        ib_async_read(ctx->dev->adev);
         ib_async_take(ctx);
     }
     struct ibv_port_attr pa;
-    if (!ep->failed && ibv_query_port(ctx->verbs, ctx->port, &pa) == 0 &&
+    if (!ep->failed &&
+        ibv_query_port(ctx->dev->verbs, ctx->dev->port, &pa) == 0 &&
         pa.state != IBV_PORT_ACTIVE) {
-        ib_ep_fail(ep, "this rank's device %s port %d went down (port "
-                   "state %s)", ctx->devname, ctx->port,
+        ib_ep_fail(ep,
+                   "this rank's device %s port %d went down (port "
+                   "state %s)",
+                   ctx->dev->devname, ctx->dev->port,
                    ibv_port_state_str(pa.state));
         return;
     }

@@ -182,7 +182,7 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             continue;
         }
         ib_qp_t *q = id ? id->context : NULL;
-        if (!q || id == ctx->listen_id || q->id != id || ctx->closing) {
+        if (!q || id == ctx->dev->listen_id || q->id != id || ctx->closing) {
             rdma_ack_cm_event(ev); /* an attempt dropped meanwhile */
             continue;
         }

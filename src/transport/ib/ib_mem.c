@@ -8,7 +8,7 @@
 static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
                              int access, const char *what)
 {
-    struct ibv_mr *mr = ibv_reg_mr(ctx->pd, buf, len, access);
+    struct ibv_mr *mr = ibv_reg_mr(ctx->dev->pd, buf, len, access);
     if (mr)
         return mr;
     int err = errno;
@@ -28,7 +28,8 @@ static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
                      "unlimited; LimitMEMLOCK=infinity for systemd; docker "
                      "--ulimit memlock=-1) or lower RCOLL_CHUNK_SIZE, "
                      "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
-                     ctx->p.rank, len, what, ctx->devname, strerror(err), lim);
+                     ctx->p.rank, len, what, ctx->dev->devname, strerror(err),
+                     lim);
     return NULL;
 }
 
@@ -168,8 +169,8 @@ void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
          * still to come then fails on the peer's queue pair, not in
          * memory that is the caller's again. */
         if (ep->place[i].landed < pl->bytes)
-            rcoll_rcache_invalidate(ep->ctx->rcache, ep->place[i].rent);
-        rcoll_rcache_put(ep->ctx->rcache, ep->place[i].rent);
+            rcoll_rcache_invalidate(ep->ctx->dev->rcache, ep->place[i].rent);
+        rcoll_rcache_put(ep->ctx->dev->rcache, ep->place[i].rent);
         ep->place[i] = ep->place[--ep->nplace];
         return;
     }
@@ -214,7 +215,7 @@ void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     free(q->rbuf);
     free(q->tx_cookie);
     for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
-        rcoll_rcache_put(ctx->rcache, q->tx_rent[k]);
+        rcoll_rcache_put(ctx->dev->rcache, q->tx_rent[k]);
     free(q->tx_rent);
     free(q->rx_flag);
     q->rx_mr = q->tx_mr = q->rbuf_mr = NULL;
