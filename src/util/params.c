@@ -347,7 +347,11 @@ static const param_t params[] = {
       "contiguous blocks, one per device in name order: every device must "
       "reach every other); auto: spread when the devices' addresses are in "
       "one subnet, else boot; boot: every rank the device that owns the "
-      "bootstrap address"),
+      "bootstrap address; all: every rank all of them (up to 4), queue "
+      "pair k of a pair over the k-th pair of devices on one subnet (set "
+      "RCOLL_IB_QPS_PER_PEER to the device count or a multiple); sends "
+      "then copy through staging (no zero-copy, no receive in place), and "
+      "the loss of one device still fails the communicator"),
     P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
       "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
       "(RoCE v2 with an IPv4 address first, never link-local)"),

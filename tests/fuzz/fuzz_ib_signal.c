@@ -47,6 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ib_qp_t q;
     memset(&q, 0, sizeof(q));
     q.ep = &ep;
+    ctx.dev = q.dev = &ctx.devs[0]; /* one device */
+    ctx.devs[0].ctx = &ctx;
+    ctx.ndev = 1;
     q.rx = calloc(1, (size_t)ctx.p.nslots * ctx.stride + IB_CTRL);
     q.rx_flag = calloc((size_t)ctx.p.nslots, 1);
     rcoll_slots_init(&q.sl, ctx.p.nslots);

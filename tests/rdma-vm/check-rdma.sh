@@ -523,12 +523,34 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
             $1 == "0" { for (i = 2; i <= 5; i++) if ($i * 8 < $6) exit 1 }' ||
             { chan_split="RCOLL_NCHANNELS=$nch: the split over the links' directions is not the expected one"; break; }
     done
+    # RCOLL_IB_NIC=all: every rank opens both devices, and queue pair k of
+    # a pair runs over the k-th device pair on one subnet (siw to siw over
+    # the v links, siwb to siwb over the w links); eager and lazy set-up,
+    # bit-exact, and both of h0's links carry >= 20% of the bytes
+    all_split=""
+    if [ $rc = 0 ]; then
+        v0=$(bytes 0 v0); w0=$(bytes 0 w0)
+        hosts 4 29750 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 $info \
+            $B/tests/test_coll -T -N 7,70000 \
+            -C allreduce,allgather,reduce_scatter,alltoall,broadcast &&
+            grep -q "ib: rank 0 also on siwb0 port 1 .*, [1-9][0-9]* of its queue pairs" "$L/rank0.log" ||
+            all_split="RCOLL_IB_NIC=all: failed, or rank 0 not also on siwb0"
+        ava=$(( $(bytes 0 v0) - v0 )); awa=$(( $(bytes 0 w0) - w0 ))
+        echo "RCOLL_IB_NIC=all: h0's links: v0 $ava bytes, w0 $awa bytes"
+        [ -z "$all_split" ] && { [ $((ava + awa)) -ge 1000000 ] &&
+            [ $((ava * 5)) -ge $((ava + awa)) ] && [ $((awa * 5)) -ge $((ava + awa)) ] ||
+            all_split="RCOLL_IB_NIC=all: not both links carried the traffic"; }
+        [ -z "$all_split" ] && { hosts 4 29751 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 \
+            RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -T -N 70000 -C allreduce,alltoall ||
+            all_split="RCOLL_IB_NIC=all, connections on first use: failed"; }
+    fi
     for i in 0 1; do
         ip netns exec h$i rdma link delete siwb$i
         ip -n h$i link del w$i
     done
     ip link del br1
     [ $rc = 0 ] || return 1
+    [ -z "$all_split" ] || { echo "$all_split"; return 1; }
     echo "$devs"
     for want in "rank 0:.*siw0 port 1 (block)" "rank 1:.*siw1 port 1 (block)" \
         "rank 2:.*siwb0 port 1 (block)" "rank 3:.*siwb1 port 1 (block)"; do
@@ -539,7 +561,7 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
         [ $((dw * 5)) -ge $((dv + dw)) ] || { echo "not both links carried the traffic"; return 1; }
     [ -z "$chan_split" ] || { echo "channels: $chan_split"; return 1; }
 }
-check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart), two channels send and receive on both" two_nics
+check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart), two channels send and receive on both; every rank on both (RCOLL_IB_NIC=all)" two_nics
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

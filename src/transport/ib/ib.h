@@ -117,11 +117,14 @@ enum { WR_DATA = 1, WR_NOTE = 2, WR_RECV = 3 };
 #define WRID_IDX(w) ((int)(((w) >> 4) & 0xfffffu))
 
 typedef struct ib_ep ib_ep_t;
+typedef struct ib_dev ib_dev_t;
 
 typedef struct {
     ib_ep_t *ep;
     int idx;                  /* among the peer's QPs */
     int gidx;                 /* in ctx->qps */
+    ib_dev_t *dev;            /* the device it runs on (ib_lane_devs) */
+    int rdev;                 /* and the peer's, an index of its list */
     struct rdma_cm_id *id;    /* cm mode */
     struct ibv_qp *qp;
     int up;                   /* connected */
@@ -200,9 +203,14 @@ struct ib_ep {
 /* One RDMA device port a context uses: its verbs context, listening
  * address (rdma_cm), protection domain, completion channel and queue,
  * asynchronous events and registration cache (registrations belong to a
- * protection domain). A context uses one (ctx->dev). */
-typedef struct ib_dev {
+ * protection domain). A context uses one (ctx->dev), or with
+ * RCOLL_IB_NIC=all every usable one (ctx->devs, ndev). */
+#define IB_MAX_DEVS 4
+struct ib_dev {
     struct rcoll_tl_ctx *ctx;
+    int idx;                  /* in ctx->devs */
+    uint32_t mask;            /* its address's netmask (network order) */
+    int nqp;                  /* queue pairs on it */
     struct ibv_context *verbs;
     uint8_t port;
     char devname[64];
@@ -230,18 +238,28 @@ typedef struct ib_dev {
     /* buffers registered on use and kept (proto/rcache.c): receives in
      * place, zero-copy sends */
     rcoll_rcache_t *rcache;
-} ib_dev_t;
+};
+
+/* A rank's listening addresses, one per device, as the set-up exchanges
+ * them (port set) */
+typedef struct {
+    struct sockaddr_in a[IB_MAX_DEVS];
+    uint32_t mask[IB_MAX_DEVS];
+    int32_t n;
+} ib_raddr_t;
 
 struct rcoll_tl_ctx {
     rcoll_tl_params_t p;
-    ib_dev_t devs[1];
+    ib_dev_t devs[IB_MAX_DEVS];
+    int ndev;
     ib_dev_t *dev;            /* devs[0] */
     int nqps;
     int oob;
     int lazy;                 /* QPs connected on first use (ib_lazy.c) */
     uint8_t secret[16];       /* p.secret points here: the caller's copy
                                  ends with set-up, requests do not */
-    struct sockaddr_in *addrs; /* lazy: every rank's listening address */
+    ib_raddr_t *raddrs;       /* every rank's listening addresses (set-up;
+                                 kept when lazy) */
     int host_nics;            /* the most device addresses the ranks of
                                  one host listen on (ib_host_nics) */
     ib_ep_t **pend;           /* lazy: peers with a message waiting for a
@@ -314,7 +332,20 @@ static inline void ib_lazy_want(ib_ep_t *ep)
 
 /* ---- ib_conn.c ---- */
 void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events);
+/* The devices listen and the ranks' addresses go round (ctx->raddrs;
+ * rdma_cm modes), before the endpoints are made: their queue pairs' devices
+ * come from them */
+rcoll_status_t ib_addrs_exchange(struct rcoll_tl_ctx *ctx, int backlog);
 rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx);
+int ib_is_listener(const struct rcoll_tl_ctx *ctx,
+                   const struct rdma_cm_id *id);
+/* The devices queue pair k to peer runs between: ours (*li, an index of
+ * ctx->devs) and the peer's (*rj, of its raddrs entry). The pairs whose
+ * addresses share a subnet, as the lower rank of the two lists them (its
+ * device, then the other's), k mod their number; with none, device x with
+ * the other's x mod n. Both ranks compute the same pair. */
+void ib_lane_devs(const struct rcoll_tl_ctx *ctx, int peer, int k, int *li,
+                  int *rj);
 /* For ib_lazy.c: an active QP's attempt started (address resolution);
  * its steps on ROUTE_RESOLVED (*redo: a local port collision, start it
  * again), CONNECT_REQUEST (accepted or rejected: *gone when the event
@@ -322,8 +353,7 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx);
  * if none of this job's) and ESTABLISHED (active side);
  * an attempt dropped (its QP and id destroyed, the ring kept); "rank P
  * (HOST pid N)" */
-rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
-                           const struct sockaddr_in *addrs);
+rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
 rcoll_status_t ib_cm_route_resolved(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
                                     struct rdma_cm_id *id, ib_qp_t **redo);
 rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
@@ -365,7 +395,7 @@ rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx);
 void ib_describe(FILE *f);
 
 /* ---- ib_data.c ---- */
-int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n);
+int ib_cq_room(const ib_dev_t *d, int n);
 void ib_cq_posted(ib_qp_t *q, int n);
 void ib_cq_forget(ib_qp_t *q);
 int ib_post_recv(ib_qp_t *q, int i);

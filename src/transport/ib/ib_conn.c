@@ -49,7 +49,7 @@ void ib_cm_event(rcoll_ev_handler_t *h, uint32_t events)
             continue;
         }
         rdma_ack_cm_event(ev);
-        if (!q || id == ctx->dev->listen_id)
+        if (!q || ib_is_listener(ctx, id))
             continue;
         if (t == RDMA_CM_EVENT_DISCONNECTED ||
             t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -73,7 +73,7 @@ static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     static const uint32_t inl[] = {256, 128, 64, 32, 16, 0};
     for (int attempt = 0; attempt < 6; attempt++) {
         memset(&a, 0, sizeof(a));
-        a.send_cq = a.recv_cq = ctx->dev->cq;
+        a.send_cq = a.recv_cq = q->dev->cq;
         a.qp_type = IBV_QPT_RC;
         a.cap.max_send_wr = (uint32_t)ctx->sq_depth;
         a.cap.max_recv_wr = (uint32_t)q->nrecv;
@@ -82,11 +82,11 @@ static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
         a.cap.max_inline_data = inl[attempt];
         int rc;
         if (id) {
-            rc = rdma_create_qp(id, ctx->dev->pd, &a);
+            rc = rdma_create_qp(id, q->dev->pd, &a);
             if (rc == 0)
                 q->qp = id->qp;
         } else {
-            q->qp = ibv_create_qp(ctx->dev->pd, &a);
+            q->qp = ibv_create_qp(q->dev->pd, &a);
             rc = q->qp ? 0 : -1;
         }
         if (rc == 0)
@@ -95,18 +95,17 @@ static rcoll_status_t ib_qp_create(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
             return rcoll__set_error(RCOLL_ERR_SYSTEM,
                                     "ib: creating a queue "
                                     "pair to rank %d on %s: %s",
-                                    q->ep->peer, ctx->dev->devname,
+                                    q->ep->peer, q->dev->devname,
                                     strerror(errno));
     }
-    if (ctx->dev->max_inline == 0 ||
-        a.cap.max_inline_data < ctx->dev->max_inline)
-        ctx->dev->max_inline = a.cap.max_inline_data;
-    if (!ctx->dev->imm_ok && a.cap.max_inline_data < sizeof(uint32_t))
+    if (q->dev->max_inline == 0 || a.cap.max_inline_data < q->dev->max_inline)
+        q->dev->max_inline = a.cap.max_inline_data;
+    if (!q->dev->imm_ok && a.cap.max_inline_data < sizeof(uint32_t))
         return rcoll__set_error(RCOLL_ERR_NO_DEVICE,
                                 "ib: %s has neither "
                                 "immediate data nor inline sends: not "
                                 "supported",
-                                ctx->dev->devname);
+                                q->dev->devname);
     q->sq_free = ctx->sq_depth;
     return RCOLL_OK;
 }
@@ -134,7 +133,7 @@ static void ib_conn_data_fill(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     d->nslots = (uint32_t)ctx->p.nslots;
     d->chunk = (uint32_t)ctx->p.chunk_size;
     d->rkey = q->rx_mr->rkey;
-    d->imm = (uint32_t)ctx->dev->imm_ok;
+    d->imm = (uint32_t)q->dev->imm_ok;
     d->addr = (uint64_t)(uintptr_t)q->rx;
     conn_data_seal(ctx, d);
 }
@@ -153,7 +152,7 @@ static rcoll_status_t ib_conn_data_apply(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
             d->nslots);
     q->raddr = d->addr;
     q->rkey = d->rkey;
-    q->imm = ctx->dev->imm_ok && d->imm;
+    q->imm = q->dev->imm_ok && d->imm;
     return RCOLL_OK;
 }
 
@@ -167,13 +166,13 @@ const char *ib_peer_str(struct rcoll_tl_ctx *ctx, int peer, char *b,
 
 /* An active QP's connection attempt: a new cm_id, then address and route
  * resolution (the events continue it in ib_connect_cm). */
-rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
-                           const struct sockaddr_in *addrs)
+rcoll_status_t ib_cm_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
     char ps[128];
+    const ib_raddr_t *ra = &ctx->raddrs[q->ep->peer];
     if (rdma_create_id(ctx->ech, &q->id, q, RDMA_PS_TCP) != 0 ||
-        rdma_resolve_addr(q->id, (struct sockaddr *)&ctx->dev->addr,
-                          (struct sockaddr *)&addrs[q->ep->peer], 5000) != 0)
+        rdma_resolve_addr(q->id, (struct sockaddr *)&q->dev->addr,
+                          (struct sockaddr *)&ra->a[q->rdev], 5000) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: resolving the "
                                 "address of %s: %s",
                                 ib_peer_str(ctx, q->ep->peer, ps, sizeof(ps)),
@@ -305,6 +304,13 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
             d.from != r && (d.from < r || ctx->lazy) && ctx->eps[d.from] &&
             d.idx < ctx->nqps)
             nq = &ctx->eps[d.from]->qps[d.idx];
+    }
+    if (nq && id->verbs != nq->dev->verbs) {
+        /* the ranks paired their devices differently (ib_lane_devs) */
+        snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                 ", arrived on %s, expected on %s",
+                 ibv_get_device_name(id->verbs->device), nq->dev->devname);
+        nq = NULL;
     }
     *from = nq ? d.from : -1;
     if (nq && nq->id && ctx->lazy && nq->active && !nq->up && d.from < r) {
@@ -479,8 +485,7 @@ static rcoll_status_t ib_cm_step(struct rcoll_tl_ctx *ctx,
  * zero-credit note right after ESTABLISHED, and a QP we accepted counts as
  * ready only once something from the peer arrived on it: nothing of ours
  * goes out on it before that. */
-static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
-                                    const struct sockaddr_in *addrs)
+static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx)
 {
     int expected = ctx->nq, up = 0, ready = 0;
     double deadline = rcoll_time_sec() + ctx->p.timeout;
@@ -490,7 +495,7 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
         if (q->ep->peer < ctx->p.rank)
             continue;
         q->active = 1;
-        if ((st = ib_cm_start(ctx, q, addrs)) != RCOLL_OK)
+        if ((st = ib_cm_start(ctx, q)) != RCOLL_OK)
             return st;
     }
     while (ready < expected) {
@@ -519,7 +524,7 @@ static rcoll_status_t ib_connect_cm(struct rcoll_tl_ctx *ctx,
             ib_cm_drop(ctx, redo);
             redo->active = 1;
             redo->cm_tries++;
-            if ((st = ib_cm_start(ctx, redo, addrs)) != RCOLL_OK)
+            if ((st = ib_cm_start(ctx, redo)) != RCOLL_OK)
                 return st;
         }
         if ((st = ib_cm_ready(ctx, &ready)) != RCOLL_OK)
@@ -702,30 +707,72 @@ static rcoll_status_t ib_connect_oob(struct rcoll_tl_ctx *ctx)
 /* rdma_cm mode: listens for the higher ranks' connections. siw listens on
  * a kernel TCP socket at the port rdma_cm chose in its own port space: on
  * a collision, another id, another port. */
-static rcoll_status_t ib_cm_listen(struct rcoll_tl_ctx *ctx, int backlog)
+static rcoll_status_t ib_cm_listen(struct rcoll_tl_ctx *ctx, ib_dev_t *d,
+                                   int backlog)
 {
     int lrc;
-    for (int t = 0; (lrc = rdma_listen(ctx->dev->listen_id, backlog)) != 0 &&
+    for (int t = 0; (lrc = rdma_listen(d->listen_id, backlog)) != 0 &&
                     errno == EADDRINUSE && t < IB_CM_TRIES;
          t++) {
         struct rdma_cm_id *id;
         rcoll_info(RCOLL_SUBSYS_NET,
                    "ib: rank %d: rdma_listen on %s: %s; "
                    "again with another port",
-                   ctx->p.rank, ctx->dev->addr_str, strerror(errno));
+                   ctx->p.rank, d->addr_str, strerror(errno));
         if (rdma_create_id(ctx->ech, &id, NULL, RDMA_PS_TCP) != 0)
             break;
-        if (rdma_bind_addr(id, (struct sockaddr *)&ctx->dev->addr) != 0) {
+        if (rdma_bind_addr(id, (struct sockaddr *)&d->addr) != 0) {
             rdma_destroy_id(id);
             break;
         }
-        rdma_destroy_id(ctx->dev->listen_id);
-        ctx->dev->listen_id = id;
+        rdma_destroy_id(d->listen_id);
+        d->listen_id = id;
     }
     if (lrc != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_listen on %s: %s",
-                                ctx->dev->addr_str, strerror(errno));
+                                d->addr_str, strerror(errno));
     return RCOLL_OK;
+}
+
+int ib_is_listener(const struct rcoll_tl_ctx *ctx, const struct rdma_cm_id *id)
+{
+    for (int i = 0; i < ctx->ndev; i++)
+        if (id == ctx->devs[i].listen_id)
+            return 1;
+    return 0;
+}
+
+/* 1 if addresses a (mask ma) and b are in one subnet */
+static int ib_same_subnet(const struct sockaddr_in *a, uint32_t ma,
+                          const struct sockaddr_in *b, uint32_t mb)
+{
+    return ma == mb && !((a->sin_addr.s_addr ^ b->sin_addr.s_addr) & ma);
+}
+
+void ib_lane_devs(const struct rcoll_tl_ctx *ctx, int peer, int k, int *li,
+                  int *rj)
+{
+    *li = *rj = 0;
+    if (!ctx->raddrs)
+        return;
+    /* the pairs as the lower rank lists them: (its device, the other's) */
+    int low = RCOLL_MIN(ctx->p.rank, peer), high = RCOLL_MAX(ctx->p.rank, peer);
+    const ib_raddr_t *L = &ctx->raddrs[low], *H = &ctx->raddrs[high];
+    int px[IB_MAX_DEVS * IB_MAX_DEVS], py[IB_MAX_DEVS * IB_MAX_DEVS], np = 0;
+    for (int x = 0; x < L->n; x++)
+        for (int y = 0; y < H->n; y++)
+            if (ib_same_subnet(&L->a[x], L->mask[x], &H->a[y], H->mask[y])) {
+                px[np] = x;
+                py[np++] = y;
+            }
+    if (np == 0) /* no common subnet: device x with the other's x mod n */
+        for (int x = 0; x < RCOLL_MAX(L->n, H->n); x++) {
+            px[np] = x % RCOLL_MAX(L->n, 1);
+            py[np++] = x % RCOLL_MAX(H->n, 1);
+        }
+    int i = k % np;
+    *li = ctx->p.rank == low ? px[i] : py[i];
+    *rj = ctx->p.rank == low ? py[i] : px[i];
 }
 
 /* (host, address) pairs in order */
@@ -744,17 +791,17 @@ static int hostip_cmp(const void *a, const void *b)
 /* The most distinct listening addresses (a device port each) among the
  * ranks of one host: the same on every rank, from the same table (it
  * decides channel counts, which must agree); -1 out of memory. */
-static int ib_count_host_nics(const struct rcoll_tl_ctx *ctx,
-                              const struct sockaddr_in *addrs)
+static int ib_count_host_nics(const struct rcoll_tl_ctx *ctx)
 {
-    int n = ctx->p.nranks, best = 1, cur = 0;
-    ib_hostip_t *v = malloc((size_t)n * sizeof(*v));
+    int n = 0, best = 1, cur = 0;
+    ib_hostip_t *v = malloc((size_t)ctx->p.nranks * IB_MAX_DEVS * sizeof(*v));
     if (!v)
         return -1;
-    for (int r = 0; r < n; r++) {
-        v[r].host = ctx->p.bs->peers[r].host_hash;
-        v[r].ip = addrs[r].sin_addr.s_addr;
-    }
+    for (int r = 0; r < ctx->p.nranks; r++)
+        for (int i = 0; i < ctx->raddrs[r].n; i++) {
+            v[n].host = ctx->p.bs->peers[r].host_hash;
+            v[n++].ip = ctx->raddrs[r].a[i].sin_addr.s_addr;
+        }
     qsort(v, (size_t)n, sizeof(*v), hostip_cmp);
     for (int i = 0; i < n; i++) {
         if (i == 0 || v[i].host != v[i - 1].host)
@@ -767,31 +814,51 @@ static int ib_count_host_nics(const struct rcoll_tl_ctx *ctx,
     return best;
 }
 
-/* Every queue pair connected: through rdma_cm (listen, addresses over the
- * bootstrap, connect) or out of band. */
+/* rdma_cm: every device listens (for the higher ranks' connections, or
+ * anyone's when lazy), and the ranks' addresses go round the bootstrap
+ * (ctx->raddrs). Out of band: nothing (one device, its GID exchanged
+ * with the queue pairs). */
+rcoll_status_t ib_addrs_exchange(struct rcoll_tl_ctx *ctx, int backlog)
+{
+    if (ctx->oob)
+        return RCOLL_OK;
+    ctx->raddrs = calloc((size_t)ctx->p.nranks, sizeof(*ctx->raddrs));
+    if (!ctx->raddrs)
+        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    ib_raddr_t *me = &ctx->raddrs[ctx->p.rank];
+    rcoll_status_t st = RCOLL_OK;
+    for (int i = 0; i < ctx->ndev && st == RCOLL_OK; i++) {
+        ib_dev_t *d = &ctx->devs[i];
+        if ((st = ib_cm_listen(ctx, d, RCOLL_MAX(16, backlog))) != RCOLL_OK)
+            break;
+        me->a[i] = d->addr;
+        me->a[i].sin_port = rdma_get_src_port(d->listen_id);
+        me->mask[i] = d->mask;
+    }
+    me->n = ctx->ndev;
+    if (st == RCOLL_OK)
+        st = rcoll_bootstrap_allgather(ctx->p.bs, ctx->raddrs,
+                                       sizeof(*ctx->raddrs));
+    for (int r = 0; st == RCOLL_OK && r < ctx->p.nranks; r++)
+        if (ctx->raddrs[r].n < 1 || ctx->raddrs[r].n > IB_MAX_DEVS)
+            st = rcoll__set_error(RCOLL_ERR_PROTOCOL, "ib: rank %d "
+                                  "announced %d devices", r,
+                                  (int)ctx->raddrs[r].n);
+    if (st == RCOLL_OK && (ctx->host_nics = ib_count_host_nics(ctx)) < 0)
+        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY,
+                              "ib: rank %d: no memory "
+                              "to count the devices of %d ranks' hosts",
+                              ctx->p.rank, ctx->p.nranks);
+    return st;
+}
+
+/* Every queue pair connected: through rdma_cm (lazy: none now, each on
+ * its first use) or out of band. */
 rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx)
 {
     if (ctx->oob)
         return ib_connect_oob(ctx);
-    struct sockaddr_in *addrs = calloc((size_t)ctx->p.nranks, sizeof(*addrs));
-    if (!addrs)
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
-    rcoll_status_t st = ib_cm_listen(ctx, RCOLL_MAX(16, ctx->nq));
-    if (st == RCOLL_OK) {
-        addrs[ctx->p.rank] = ctx->dev->addr;
-        addrs[ctx->p.rank].sin_port = rdma_get_src_port(ctx->dev->listen_id);
-        st = rcoll_bootstrap_allgather(ctx->p.bs, addrs, sizeof(*addrs));
-    }
-    if (st == RCOLL_OK && (ctx->host_nics = ib_count_host_nics(ctx, addrs)) < 0)
-        st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: rank %d: no memory "
-                              "to count the devices of %d ranks' hosts",
-                              ctx->p.rank, ctx->p.nranks);
-    if (st == RCOLL_OK && ctx->lazy) { /* every rank listens: that is all */
-        ctx->addrs = addrs;
+    if (ctx->lazy)
         return RCOLL_OK;
-    }
-    if (st == RCOLL_OK)
-        st = ib_connect_cm(ctx, addrs);
-    free(addrs);
-    return st;
+    return ib_connect_cm(ctx);
 }

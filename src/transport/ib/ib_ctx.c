@@ -39,18 +39,20 @@ static rcoll_status_t ib_ctx_params(struct rcoll_tl_ctx *ctx,
     return RCOLL_OK;
 }
 
-/* The completion queue, for nqp queue pairs of nrecv receives each. It
- * holds an entry per work request not yet polled: every receive posted,
- * and up to sq_depth sends per queue pair. A device whose max_cqe is
- * smaller gets its max_cqe, and posting waits for room (ib_cq_room): the
- * receives must fit, and one message. */
-static rcoll_status_t ib_cq_setup(struct rcoll_tl_ctx *ctx, int nqp, int nrecv)
+/* Device d's completion queue, for its d->nqp queue pairs of nrecv
+ * receives each. It holds an entry per work request not yet polled: every
+ * receive posted, and up to sq_depth sends per queue pair. A device whose
+ * max_cqe is smaller gets its max_cqe, and posting waits for room
+ * (ib_cq_room): the receives must fit, and one message. */
+static rcoll_status_t ib_cq_setup(struct rcoll_tl_ctx *ctx, ib_dev_t *d,
+                                  int nrecv)
 {
+    int nqp = d->nqp;
     long want = (long)nqp * (ctx->sq_depth + nrecv) + 16;
     long recvs = (long)nqp * nrecv;
     long cqe = want;
     struct ibv_device_attr da;
-    if (ibv_query_device(ctx->dev->verbs, &da) == 0 && cqe > da.max_cqe)
+    if (ibv_query_device(d->verbs, &da) == 0 && cqe > da.max_cqe)
         cqe = da.max_cqe;
     if (rcoll_fault("ib_cq_small")) /* (tests) */
         cqe = RCOLL_MIN(cqe, recvs + 8);
@@ -60,21 +62,19 @@ static rcoll_status_t ib_cq_setup(struct rcoll_tl_ctx *ctx, int nqp, int nrecv)
                                 "queues hold at most %ld entries; %d queue "
                                 "pairs with %d receives each need %ld: lower "
                                 "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
-                                ctx->dev->devname, cqe, nqp, nrecv, recvs + 3);
+                                d->devname, cqe, nqp, nrecv, recvs + 3);
     if (cqe < want)
         rcoll_info(RCOLL_SUBSYS_NET,
                    "ib: rank %d: %s's completion queue "
                    "holds %ld entries, not the %ld that %d queue pairs could "
                    "post: sends wait for room",
-                   ctx->p.rank, ctx->dev->devname, cqe, want, nqp);
-    ctx->dev->cqe = (int)cqe;
-    if (!(ctx->dev->cq = ibv_create_cq(ctx->dev->verbs, ctx->dev->cqe, NULL,
-                                       ctx->dev->cch, 0)))
+                   ctx->p.rank, d->devname, cqe, want, nqp);
+    d->cqe = (int)cqe;
+    if (!(d->cq = ibv_create_cq(d->verbs, d->cqe, NULL, d->cch, 0)))
         return rcoll__set_error(RCOLL_ERR_SYSTEM,
                                 "ib: completion queue of %d "
                                 "entries on %s: %s",
-                                ctx->dev->cqe, ctx->dev->devname,
-                                strerror(errno));
+                                d->cqe, d->devname, strerror(errno));
     return RCOLL_OK;
 }
 
@@ -99,6 +99,11 @@ static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
             q->idx = k;
             q->gidx = ctx->nq;
             q->nrecv = nrecv;
+            int li, rj;
+            ib_lane_devs(ctx, i, k, &li, &rj);
+            q->dev = &ctx->devs[li];
+            q->rdev = rj;
+            q->dev->nqp++;
             rcoll_slots_init(&q->sl, ctx->p.nslots);
             ctx->qps[ctx->nq++] = q;
             if (ctx->lazy) /* its ring when it connects (ib_lazy.c) */
@@ -115,23 +120,30 @@ static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
  * device's asynchronous events, and the completion queue armed. */
 static rcoll_status_t ib_ctx_arm(struct rcoll_tl_ctx *ctx)
 {
-    int fl = fcntl(ctx->dev->cch->fd, F_GETFL);
-    fcntl(ctx->dev->cch->fd, F_SETFL, fl | O_NONBLOCK);
-    fl = fcntl(ctx->ech->fd, F_GETFL);
+    int fl = fcntl(ctx->ech->fd, F_GETFL);
     fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
-    ctx->dev->cch_h.cb = ib_cq_event;
     ctx->ech_h.cb = ctx->lazy ? ib_lazy_event : ib_cm_event;
-    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &ctx->dev->cch_h};
     struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->dev->cch->fd, &e1) != 0 ||
-        epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0)
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
                                 strerror(errno));
+    for (int i = 0; i < ctx->ndev; i++) {
+        ib_dev_t *d = &ctx->devs[i];
+        fl = fcntl(d->cch->fd, F_GETFL);
+        fcntl(d->cch->fd, F_SETFL, fl | O_NONBLOCK);
+        d->cch_h.cb = ib_cq_event;
+        struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &d->cch_h};
+        if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, d->cch->fd, &e1) != 0)
+            return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
+                                    strerror(errno));
+    }
     rcoll_status_t st = ib_async_attach(ctx);
     if (st != RCOLL_OK)
         return st;
-    ibv_req_notify_cq(ctx->dev->cq, 0);
-    ctx->dev->cq_armed = 1;
+    for (int i = 0; i < ctx->ndev; i++) {
+        ibv_req_notify_cq(ctx->devs[i].cq, 0);
+        ctx->devs[i].cq_armed = 1;
+    }
     return RCOLL_OK;
 }
 
@@ -160,16 +172,20 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
     }
     for (int i = 0; i < p->nranks; i++)
         npeers += i != p->rank && use[i];
-    if ((st = ib_dev_open(ctx)) != RCOLL_OK)
+    if ((st = ib_dev_open(ctx)) != RCOLL_OK ||
+        (st = ib_addrs_exchange(ctx, npeers * ctx->nqps)) != RCOLL_OK)
         goto err;
     ctx->qps = calloc((size_t)(npeers * ctx->nqps) + 1, sizeof(*ctx->qps));
     if (!ctx->qps) {
         st = rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
         goto err;
     }
-    if ((st = ib_cq_setup(ctx, npeers * ctx->nqps, nrecv)) != RCOLL_OK ||
-        (st = ib_eps_create(ctx, use, nrecv)) != RCOLL_OK ||
-        (st = ib_connect_all(ctx)) != RCOLL_OK)
+    if ((st = ib_eps_create(ctx, use, nrecv)) != RCOLL_OK)
+        goto err;
+    for (int i = 0; i < ctx->ndev; i++)
+        if ((st = ib_cq_setup(ctx, &ctx->devs[i], nrecv)) != RCOLL_OK)
+            goto err;
+    if ((st = ib_connect_all(ctx)) != RCOLL_OK)
         goto err;
     struct ibv_port_attr pa;
     ibv_query_port(ctx->dev->verbs, ctx->dev->port, &pa);
@@ -185,6 +201,10 @@ static rcoll_status_t ib_ctx_create(const rcoll_tl_params_t *p,
                ctx->oob    ? "oob"
                : ctx->lazy ? "rdma_cm on first use"
                            : "rdma_cm");
+    for (int i = 1; i < ctx->ndev; i++)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d also on %s port %d (%s), "
+                   "%d of its queue pairs", p->rank, ctx->devs[i].devname,
+                   ctx->devs[i].port, ctx->devs[i].addr_str, ctx->devs[i].nqp);
     if ((st = ib_ctx_arm(ctx)) != RCOLL_OK)
         goto err;
     for (int i = 0; i < p->nranks; i++)
@@ -220,13 +240,13 @@ static void ib_qp_goodbye(ib_qp_t *q, int abort, const char *reason,
         wr.wr.rdma.rkey = q->rkey;
         while (q->sq_free < 2 && rcoll_time_sec() < deadline && !q->ended)
             ib_poll(ctx);
-        if (q->sq_free >= 2 && ib_cq_room(ctx, 2) &&
+        if (q->sq_free >= 2 && ib_cq_room(q->dev, 2) &&
             ibv_post_send(q->qp, &wr, &bad) == 0) {
             q->sq_free--;
             ib_cq_posted(q, 1);
         }
     }
-    while ((q->sq_free < 1 || !ib_cq_room(ctx, 1)) &&
+    while ((q->sq_free < 1 || !ib_cq_room(q->dev, 1)) &&
            rcoll_time_sec() < deadline && !q->ended)
         ib_poll(ctx);
     if (ib_post_note(q, IMM(IMM_CTRL, 0, abort ? CTRL_ABORT : CTRL_BYE)) ==
@@ -291,8 +311,9 @@ static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
 static void ib_ctx_unhook(struct rcoll_tl_ctx *ctx)
 {
     ib_async_detach(ctx);
-    if (ctx->dev->cch && ctx->p.epfd >= 0)
-        epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->dev->cch->fd, NULL);
+    for (int i = 0; i < ctx->ndev; i++)
+        if (ctx->devs[i].cch && ctx->p.epfd >= 0)
+            epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->devs[i].cch->fd, NULL);
     if (ctx->ech && ctx->p.epfd >= 0)
         epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->ech->fd, NULL);
     if (ctx->ech) {
@@ -343,30 +364,33 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
     /* the core deregisters first; any left would keep the PD busy */
     while (ctx->nregs > 0)
         ib_mem_dereg(ctx, ctx->regs[ctx->nregs - 1]);
-    if (ctx->dev->rcache) {
-        rcoll_rcache_stats_t rs;
-        rcoll_rcache_stats(ctx->dev->rcache, &rs);
-        if (rs.hits + rs.misses)
-            rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
-                       "%lu hits, %lu misses, %lu invalidated by the memory "
-                       "monitor, %lu evicted, %zu bytes pinned at most%s",
-                       ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
-                       rs.evictions, rs.pinned_peak,
-                       rs.monitored ? "" : " (no monitor: nothing kept)");
-        rcoll_rcache_destroy(ctx->dev->rcache);
+    for (int i = 0; i < ctx->ndev; i++) {
+        ib_dev_t *d = &ctx->devs[i];
+        if (d->rcache) {
+            rcoll_rcache_stats_t rs;
+            rcoll_rcache_stats(d->rcache, &rs);
+            if (rs.hits + rs.misses)
+                rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
+                           "%lu hits, %lu misses, %lu invalidated by the memory "
+                           "monitor, %lu evicted, %zu bytes pinned at most%s",
+                           ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
+                           rs.evictions, rs.pinned_peak,
+                           rs.monitored ? "" : " (no monitor: nothing kept)");
+            rcoll_rcache_destroy(d->rcache);
+        }
+        if (d->cq) /* its events were acked as they came */
+            ibv_destroy_cq(d->cq);
+        if (d->cch)
+            ibv_destroy_comp_channel(d->cch);
+        if (d->pd)
+            ibv_dealloc_pd(d->pd);
+        if (d->listen_id)
+            rdma_destroy_id(d->listen_id);
     }
-    if (ctx->dev->cq) /* its events were acked as they came */
-        ibv_destroy_cq(ctx->dev->cq);
-    if (ctx->dev->cch)
-        ibv_destroy_comp_channel(ctx->dev->cch);
-    if (ctx->dev->pd)
-        ibv_dealloc_pd(ctx->dev->pd);
-    if (ctx->dev->listen_id)
-        rdma_destroy_id(ctx->dev->listen_id);
     if (ctx->ech)
         rdma_destroy_event_channel(ctx->ech);
     free(ctx->regs);
-    free(ctx->addrs);
+    free(ctx->raddrs);
     free(ctx->pend);
     pthread_mutex_destroy(&ctx->reg_lock);
     free(ctx->qps);
@@ -470,6 +494,18 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
         (unsigned long long)__atomic_load_n(&ctx->n_zcopy, __ATOMIC_RELAXED),
         (unsigned long long)__atomic_load_n(&ctx->n_placed, __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "QP k of every peer", n, sum);
+    /* with several devices: what each carried */
+    for (int d = 0; ctx->ndev > 1 && d < ctx->ndev; d++) {
+        rcoll_lane_stats_t ds = {0};
+        for (int g = 0; g < ctx->nq; g++)
+            if (ctx->qps[g]->dev == &ctx->devs[d])
+                rcoll_lanes_sum(&ds, &ctx->qps[g]->st);
+        char what[96];
+        snprintf(what, sizeof(what), "device %s port %u (%s)",
+                 ctx->devs[d].devname, ctx->devs[d].port,
+                 ctx->devs[d].addr_str);
+        rcoll_lanes_print(f, what, 1, &ds);
+    }
     if (ctx->dev->rcache) {
         rcoll_rcache_stats_t rs;
         rcoll_rcache_stats(ctx->dev->rcache, &rs);

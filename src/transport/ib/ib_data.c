@@ -9,21 +9,21 @@
 /* Each posted work request holds an entry of the CQ until its
  * completion is polled: room for n more? (The CQ may be smaller than
  * every queue pair's full depth: the device's max_cqe.) */
-int ib_cq_room(const struct rcoll_tl_ctx *ctx, int n)
+int ib_cq_room(const ib_dev_t *d, int n)
 {
-    return ctx->dev->cq_used + n <= ctx->dev->cqe;
+    return d->cq_used + n <= d->cqe;
 }
 
 void ib_cq_posted(ib_qp_t *q, int n)
 {
     q->cq_out += n;
-    q->ep->ctx->dev->cq_used += n;
+    q->dev->cq_used += n;
 }
 
 /* q's queue pair goes: what it had posted never completes here */
 void ib_cq_forget(ib_qp_t *q)
 {
-    q->ep->ctx->dev->cq_used -= q->cq_out;
+    q->dev->cq_used -= q->cq_out;
     q->cq_out = 0;
 }
 
@@ -45,7 +45,7 @@ int ib_post_note(ib_qp_t *q, uint32_t word)
 {
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge = {(uintptr_t)&word, sizeof(word), 0};
-    if (q->sq_free < 1 || !ib_cq_room(q->ep->ctx, 1))
+    if (q->sq_free < 1 || !ib_cq_room(q->dev, 1))
         return -1;
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = WRID(q, WR_NOTE, 0);
@@ -179,7 +179,7 @@ static void ib_tx_completed(ib_qp_t *q)
     void **c = &q->tx_cookie[slot];
     q->tx_done++;
     if (q->tx_rent[slot]) {
-        rcoll_rcache_put(ctx->dev->rcache, q->tx_rent[slot]);
+        rcoll_rcache_put(q->dev->rcache, q->tx_rent[slot]);
         q->tx_rent[slot] = NULL;
     }
     if (*c) {
@@ -202,7 +202,7 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         WRID_GEN(wc->wr_id) != (q->gen & 0xffu))
         return; /* a QP of a connection attempt dropped (ib_cm_drop) */
     q->cq_out--;
-    ctx->dev->cq_used--;
+    q->dev->cq_used--;
     if (kind != WR_RECV)
         q->sq_free++;
     if (kind == WR_DATA) /* done, or flushed: the NIC let go */
@@ -260,26 +260,35 @@ static void ib_fatal_apply(struct rcoll_tl_ctx *ctx)
  * handling newer completions first (a peer's signal for slot k+1 before
  * its slot k). A QP an asynchronous event failed is ended here, once the
  * CQ is empty. */
-int ib_poll(struct rcoll_tl_ctx *ctx)
+static int ib_poll_dev(struct rcoll_tl_ctx *ctx, ib_dev_t *d)
 {
     int total = 0;
     for (;;) {
-        if (ctx->dev->wc_i == ctx->dev->wc_n) {
-            int n = ibv_poll_cq(ctx->dev->cq, 32, ctx->dev->wc);
-            ctx->dev->wc_i = ctx->dev->wc_n = 0;
-            if (n <= 0) {
-                if (ctx->nfatal) {
-                    ctx->nfatal = 0;
-                    ib_fatal_apply(ctx);
-                }
+        if (d->wc_i == d->wc_n) {
+            int n = d->cq ? ibv_poll_cq(d->cq, 32, d->wc) : 0;
+            d->wc_i = d->wc_n = 0;
+            if (n <= 0)
                 return total;
-            }
-            ctx->dev->wc_n = n;
+            d->wc_n = n;
         }
-        struct ibv_wc wc = ctx->dev->wc[ctx->dev->wc_i++];
+        struct ibv_wc wc = d->wc[d->wc_i++];
         total++;
         ib_wc_handle(ctx, &wc);
     }
+}
+
+/* (Each device's queue pairs complete in their own CQ, so a QP's order
+ * is its CQ's.) */
+int ib_poll(struct rcoll_tl_ctx *ctx)
+{
+    int total = 0;
+    for (int i = 0; i < ctx->ndev; i++)
+        total += ib_poll_dev(ctx, &ctx->devs[i]);
+    if (ctx->nfatal) {
+        ctx->nfatal = 0;
+        ib_fatal_apply(ctx);
+    }
+    return total;
 }
 
 int ib_progress(rcoll_tl_ctx_t *ctx)
@@ -298,9 +307,9 @@ void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events)
     struct ibv_cq *cq;
     void *cq_ctx;
     (void)events;
-    while (ibv_get_cq_event(ctx->dev->cch, &cq, &cq_ctx) == 0) {
+    while (ibv_get_cq_event(dev->cch, &cq, &cq_ctx) == 0) {
         ibv_ack_cq_events(cq, 1);
-        ctx->dev->cq_armed = 0;
+        dev->cq_armed = 0;
     }
     ib_poll(ctx);
 }
@@ -312,9 +321,12 @@ int ib_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->nq; i++)
         ib_send_credits(ctx->qps[i]);
-    if (!ctx->dev->cq_armed) {
-        ibv_req_notify_cq(ctx->dev->cq, 0);
-        ctx->dev->cq_armed = 1;
+    for (int i = 0; i < ctx->ndev; i++) {
+        ib_dev_t *d = &ctx->devs[i];
+        if (!d->cq_armed && d->cq) {
+            ibv_req_notify_cq(d->cq, 0);
+            d->cq_armed = 1;
+        }
     }
     return ib_poll(ctx);
 }
@@ -342,7 +354,7 @@ static int ib_send_room(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, ib_qp_t *q,
         *rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
         *need = (q->imm ? 1 : 2) + (*rp >= 0);
         if (rcoll_slots_can_send(&q->sl) && q->tx_seq - q->tx_done < ns &&
-            q->sq_free >= *need && ib_cq_room(ctx, *need))
+            q->sq_free >= *need && ib_cq_room(q->dev, *need))
             return 1;
     }
     return 0;
@@ -350,12 +362,16 @@ static int ib_send_room(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, ib_qp_t *q,
 
 /* The local key the NIC reads the payload through in place: the user's
  * registration (rcoll_comm_register), else, for a large one, the cache's
- * (*rent; a failure leaves it to the staging copy); 0: copy it. */
+ * (*rent; a failure leaves it to the staging copy); 0: copy it. With
+ * several devices a message copies (its queue pair's device has no
+ * registration of it: not built yet). */
 static uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
                             uint32_t len, rcoll_rcache_entry_t **rent)
 {
     uint32_t ukey = 0;
     *rent = NULL;
+    if (ctx->ndev > 1)
+        return 0;
     if (len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, len);
     if (!ukey && ctx->dev->rcache && rcoll_config.ib_zcopy_min &&
@@ -465,7 +481,7 @@ static rcoll_status_t ib_send_refused(ib_ep_t *ep, ib_qp_t *q, int rc,
     char why[128];
     snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s", q->idx,
              strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
-    rcoll_rcache_put(ep->ctx->dev->rcache, rent);
+    rcoll_rcache_put(q->dev->rcache, rent);
     ib_qp_ended(q, why);
     if (!ep->failed)
         ib_ep_fail(ep, "%s", why);
@@ -503,7 +519,7 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     uint32_t slot = (uint32_t)(q->tx_seq % (uint64_t)ctx->p.nslots);
     char *s = q->tx + (size_t)slot * ctx->stride;
     int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
-    int inl = rp < 0 && sizeof(*hdr) + hdr->len <= ctx->dev->max_inline &&
+    int inl = rp < 0 && sizeof(*hdr) + hdr->len <= q->dev->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
     rcoll_rcache_entry_t *rent = NULL;
     uint32_t ukey = inl ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
@@ -596,10 +612,10 @@ void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                 rcoll_warn("ib: rank %d: %s did not flush a zero-copy send "
                            "to rank %d within %g s of stopping its queue "
                            "pair",
-                           ctx->p.rank, ctx->dev->devname, q->ep->peer, wait);
+                           ctx->p.rank, q->dev->devname, q->ep->peer, wait);
                 q->tx_cookie[k % ns] = NULL;
                 if (q->tx_rent[k % ns])
-                    rcoll_rcache_invalidate(ctx->dev->rcache,
+                    rcoll_rcache_invalidate(q->dev->rcache,
                                             q->tx_rent[k % ns]);
                 ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
             }
@@ -612,8 +628,9 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
+    /* (several devices: a notice would need a key per device; not yet) */
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
-        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
+        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk || ctx->ndev > 1)
         return 0;
     if (!ib_qp_ready(ctx, &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps])) {
         ib_lazy_want(ep); /* the notice needs the connection */

@@ -75,10 +75,10 @@ static int ib_dev_imm(struct ibv_context *verbs)
  * So on iWARP devices SIGPIPE is ignored when it is at its default; a
  * handler the program installed is left alone. Writes to a closed pipe or
  * socket then fail with EPIPE instead, as they do under Python. */
-static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
+static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx, const ib_dev_t *d)
 {
     struct sigaction old, ign;
-    if (ctx->dev->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+    if (d->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
         return;
     memset(&ign, 0, sizeof(ign));
     ign.sa_handler = SIG_IGN;
@@ -91,7 +91,7 @@ static void ib_sigpipe_guard(struct rcoll_tl_ctx *ctx)
                    "ib: rank %d: SIGPIPE ignored (it was "
                    "at its default; %s sends from this process on kernel "
                    "TCP sockets)",
-                   ctx->p.rank, ctx->dev->devname);
+                   ctx->p.rank, d->devname);
 }
 
 const char *ib_link_layer_str(uint8_t ll, struct ibv_context *v)
@@ -272,10 +272,10 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
     char tried[512] = "";
     size_t toff = 0;
     if (mode && strcmp(mode, "auto") != 0 && strcmp(mode, "boot") != 0 &&
-        strcmp(mode, "spread") != 0)
+        strcmp(mode, "spread") != 0 && strcmp(mode, "all") != 0)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "ib: RCOLL_IB_NIC=\"%s\": expected auto, "
-                                "spread or boot", mode);
+                                "spread, boot or all", mode);
     int nc = ib_addresses(ctx, cand, mask);
     for (int i = 0; i < nc; i++) {
         struct sockaddr_in a = cand[i];
@@ -312,19 +312,33 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
                                 "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
                                 "the transport with RCOLL_TRANSPORTS=^ib",
                                 ctx->p.rank, tried[0] ? tried : "no addresses");
+    /* all (not out of band: it exchanges one device's GID): each of
+     * them, in the order found, the bootstrap's first */
     const char *how;
-    int k = ib_choose_device(ctx, dev, nd, &how);
+    int all = mode && !strcmp(mode, "all") && !ctx->oob;
+    int k = all ? 0 : ib_choose_device(ctx, dev, nd, &how);
+    int n = all ? RCOLL_MIN(nd, IB_MAX_DEVS) : 1;
     for (int d = 0; d < nd; d++)
-        if (d != k)
+        if (all ? d >= n : d != k)
             rdma_destroy_id(dev[d].id);
-    struct rdma_cm_id *id = dev[k].id;
-    ctx->dev->listen_id = id;
-    ctx->dev->verbs = id->verbs;
-    ctx->dev->port = id->port_num;
-    ctx->dev->addr = dev[k].a;
-    snprintf(ctx->dev->devname, sizeof(ctx->dev->devname), "%s", dev[k].dev);
-    inet_ntop(AF_INET, &ctx->dev->addr.sin_addr, ctx->dev->addr_str,
-              sizeof(ctx->dev->addr_str));
+    for (int i = 0; i < n; i++) {
+        const ib_cand_t *c = &dev[all ? i : k];
+        ib_dev_t *t = &ctx->devs[i];
+        t->ctx = ctx;
+        t->idx = i;
+        t->listen_id = c->id;
+        t->verbs = c->id->verbs;
+        t->port = c->id->port_num;
+        t->addr = c->a;
+        t->mask = c->mask;
+        snprintf(t->devname, sizeof(t->devname), "%s", c->dev);
+        inet_ntop(AF_INET, &t->addr.sin_addr, t->addr_str,
+                  sizeof(t->addr_str));
+    }
+    ctx->ndev = n;
+    if (all)
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: %d of its %d usable "
+                   "devices (RCOLL_IB_NIC=all)", ctx->p.rank, n, nd);
     return RCOLL_OK;
 }
 
@@ -383,19 +397,22 @@ rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx)
     rcoll_status_t st = ib_pick_address(ctx);
     if (st != RCOLL_OK)
         return st;
-    ctx->dev->imm_ok = ib_dev_imm(ctx->dev->verbs);
-    ib_sigpipe_guard(ctx);
-    if (!(ctx->dev->pd = ibv_alloc_pd(ctx->dev->verbs)) ||
-        !(ctx->dev->cch = ibv_create_comp_channel(ctx->dev->verbs)))
-        return rcoll__set_error(RCOLL_ERR_SYSTEM,
-                                "ib: protection domain or "
-                                "completion channel on %s: %s",
-                                ctx->dev->devname, strerror(errno));
     static const rcoll_rcache_ops_t rc_ops = {.reg = ib_rc_reg,
                                               .dereg = ib_rc_dereg};
-    if (!(ctx->dev->rcache =
-              rcoll_rcache_create(&rc_ops, ctx, rcoll_config.rcache_max)))
-        return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    for (int i = 0; i < ctx->ndev; i++) {
+        ib_dev_t *d = &ctx->devs[i];
+        d->imm_ok = ib_dev_imm(d->verbs);
+        ib_sigpipe_guard(ctx, d);
+        if (!(d->pd = ibv_alloc_pd(d->verbs)) ||
+            !(d->cch = ibv_create_comp_channel(d->verbs)))
+            return rcoll__set_error(RCOLL_ERR_SYSTEM,
+                                    "ib: protection domain or "
+                                    "completion channel on %s: %s",
+                                    d->devname, strerror(errno));
+        if (!(d->rcache = rcoll_rcache_create(&rc_ops, d,
+                                              rcoll_config.rcache_max)))
+            return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
+    }
     return RCOLL_OK;
 }
 

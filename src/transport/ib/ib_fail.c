@@ -109,34 +109,35 @@ static void ib_fail_all(struct rcoll_tl_ctx *ctx, const char *what)
 /* One event, as it concerns this context: a port of ours down, our CQ
  * overrun or the device lost fail every peer at once (not at the
  * deadline); a queue pair of ours in error fails its peer. */
-static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
+static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_dev_t *d,
+                            const ib_async_ev_t *e)
 {
     char what[256];
     const char *name = ibv_event_type_str(e->type);
     switch (e->type) {
     case IBV_EVENT_PORT_ERR:
-        if (e->port != ctx->dev->port)
+        if (e->port != d->port)
             return;
         snprintf(what, sizeof(what),
                  "this rank's device %s port %d went down "
                  "(asynchronous event %s)",
-                 ctx->dev->devname, e->port, name);
+                 d->devname, e->port, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_DEVICE_FATAL:
         snprintf(what, sizeof(what),
                  "device %s failed (asynchronous event "
                  "%s)",
-                 ctx->dev->devname, name);
+                 d->devname, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_CQ_ERR:
-        if (e->obj != ctx->dev->cq)
+        if (e->obj != d->cq)
             return;
         snprintf(what, sizeof(what),
                  "device %s port %d: the completion "
                  "queue overran (asynchronous event %s)",
-                 ctx->dev->devname, ctx->dev->port, name);
+                 d->devname, d->port, name);
         ib_fail_all(ctx, what);
         return;
     case IBV_EVENT_QP_FATAL:
@@ -154,7 +155,7 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
                 snprintf(q->fatal, sizeof(q->fatal),
                          "device %s port %d: "
                          "queue pair %d failed (asynchronous event %s)",
-                         ctx->dev->devname, ctx->dev->port, q->idx, name);
+                         q->dev->devname, q->dev->port, q->idx, name);
                 ctx->nfatal++;
             }
         }
@@ -163,34 +164,40 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_async_ev_t *e)
         rcoll_info(RCOLL_SUBSYS_NET,
                    "ib: rank %d: %s: asynchronous event %s"
                    " (port %d)",
-                   ctx->p.rank, ctx->dev->devname, name, e->port);
+                   ctx->p.rank, d->devname, name, e->port);
         return;
     }
 }
 
-/* Takes the device's events this context has not seen. */
-void ib_async_take(struct rcoll_tl_ctx *ctx)
+/* Takes device t's events this context has not seen. */
+static void ib_async_take_dev(struct rcoll_tl_ctx *ctx, ib_dev_t *t)
 {
-    ib_async_dev_t *d = ctx->dev->adev;
+    ib_async_dev_t *d = t->adev;
     ib_async_ev_t evs[IB_ASYNC_LOG];
-    if (!d ||
-        __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == ctx->dev->async_seen)
+    if (!d || __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) == t->async_seen)
         return;
     pthread_mutex_lock(&ib_async_lock);
-    unsigned n = d->gen - ctx->dev->async_seen, lost = 0;
+    unsigned n = d->gen - t->async_seen, lost = 0;
     if (n > IB_ASYNC_LOG) {
         lost = n - IB_ASYNC_LOG;
         n = IB_ASYNC_LOG;
     }
     for (unsigned k = 0; k < n; k++)
         evs[k] = d->log[(d->gen - n + k) % IB_ASYNC_LOG];
-    ctx->dev->async_seen = d->gen;
+    t->async_seen = d->gen;
     pthread_mutex_unlock(&ib_async_lock);
     if (lost)
         rcoll_warn("ib: rank %d: %u asynchronous events of %s were missed",
-                   ctx->p.rank, lost, ctx->dev->devname);
+                   ctx->p.rank, lost, t->devname);
     for (unsigned k = 0; k < n; k++)
-        ib_async_handle(ctx, &evs[k]);
+        ib_async_handle(ctx, t, &evs[k]);
+}
+
+/* Takes every device's events this context has not seen. */
+void ib_async_take(struct rcoll_tl_ctx *ctx)
+{
+    for (int i = 0; i < ctx->ndev; i++)
+        ib_async_take_dev(ctx, &ctx->devs[i]);
 }
 
 static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
@@ -198,57 +205,71 @@ static void ib_async_event(rcoll_ev_handler_t *h, uint32_t events)
     ib_dev_t *dev = (ib_dev_t *)((char *)h - offsetof(ib_dev_t, async_h));
     struct rcoll_tl_ctx *ctx = dev->ctx;
     (void)events;
-    ib_async_read(ctx->dev->adev);
+    ib_async_read(dev->adev);
     ib_async_take(ctx);
 }
 
 /* Joins the device's log and puts its fd in the engine's epoll set. */
-rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
+static rcoll_status_t ib_async_attach_dev(struct rcoll_tl_ctx *ctx,
+                                         ib_dev_t *t)
 {
     ib_async_dev_t *d = NULL;
     pthread_mutex_lock(&ib_async_lock);
     for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
-        if (ib_adevs[i].users && ib_adevs[i].verbs == ctx->dev->verbs)
+        if (ib_adevs[i].users && ib_adevs[i].verbs == t->verbs)
             d = &ib_adevs[i];
     for (int i = 0; i < IB_ASYNC_DEVS && !d; i++)
         if (!ib_adevs[i].users) {
             d = &ib_adevs[i];
-            d->verbs = ctx->dev->verbs;
+            d->verbs = t->verbs;
             d->gen = 0;
         }
     if (d) {
         d->users++;
-        ctx->dev->adev = d;
-        ctx->dev->async_seen = d->gen;
+        t->adev = d;
+        t->async_seen = d->gen;
     }
     pthread_mutex_unlock(&ib_async_lock);
     if (!d)
         return rcoll__set_error(RCOLL_ERR_NO_DEVICE, "ib: more than %d RDMA "
                                 "devices in use in this process",
                                 IB_ASYNC_DEVS);
-    ctx->dev->async_h.cb = ib_async_event;
-    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ctx->dev->async_h};
-    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->dev->verbs->async_fd, &e) !=
+    t->async_h.cb = ib_async_event;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &t->async_h};
+    if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, t->verbs->async_fd, &e) !=
         0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM,
                                 "ib: epoll_ctl of %s's "
                                 "event fd: %s",
-                                ctx->dev->devname, strerror(errno));
+                                t->devname, strerror(errno));
     return RCOLL_OK;
+}
+
+static void ib_async_detach_dev(struct rcoll_tl_ctx *ctx, ib_dev_t *t)
+{
+    if (!t->adev)
+        return;
+    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, t->verbs->async_fd, NULL);
+    pthread_mutex_lock(&ib_async_lock);
+    if (--t->adev->users == 0)
+        t->adev->verbs = NULL;
+    pthread_mutex_unlock(&ib_async_lock);
+    t->adev = NULL;
+}
+
+rcoll_status_t ib_async_attach(struct rcoll_tl_ctx *ctx)
+{
+    rcoll_status_t st = RCOLL_OK;
+    for (int i = 0; i < ctx->ndev && st == RCOLL_OK; i++)
+        st = ib_async_attach_dev(ctx, &ctx->devs[i]);
+    return st;
 }
 
 void ib_async_detach(struct rcoll_tl_ctx *ctx)
 {
-    if (!ctx->dev->adev)
-        return;
-    epoll_ctl(ctx->p.epfd, EPOLL_CTL_DEL, ctx->dev->verbs->async_fd, NULL);
-    pthread_mutex_lock(&ib_async_lock);
-    if (--ctx->dev->adev->users == 0)
-        ctx->dev->adev->verbs = NULL;
-    pthread_mutex_unlock(&ib_async_lock);
-    ctx->dev->adev = NULL;
+    for (int i = 0; i < ctx->ndev; i++)
+        ib_async_detach_dev(ctx, &ctx->devs[i]);
 }
-
 
 /* ib_send's steps. A message is one RDMA WRITE of header and payload into
  * the peer's slot, signalled by its immediate (or a SEND after it), and
@@ -269,18 +290,18 @@ void ib_qp_ended(ib_qp_t *q, const char *why)
     /* A port that went down flushes the queue pairs, and their error
      * completions may come before its event: the device says why first
      * (ib_async_handle), else the port's state does. */
-    if (ctx->dev->adev) {
-        ib_async_read(ctx->dev->adev);
+    if (q->dev->adev) {
+        ib_async_read(q->dev->adev);
         ib_async_take(ctx);
     }
     struct ibv_port_attr pa;
     if (!ep->failed &&
-        ibv_query_port(ctx->dev->verbs, ctx->dev->port, &pa) == 0 &&
+        ibv_query_port(q->dev->verbs, q->dev->port, &pa) == 0 &&
         pa.state != IBV_PORT_ACTIVE) {
         ib_ep_fail(ep,
                    "this rank's device %s port %d went down (port "
                    "state %s)",
-                   ctx->dev->devname, ctx->dev->port,
+                   q->dev->devname, q->dev->port,
                    ibv_port_state_str(pa.state));
         return;
     }

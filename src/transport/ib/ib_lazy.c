@@ -31,7 +31,7 @@ static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     if (st == RCOLL_OK) {
         q->active = 1;
         q->cm_tries = 0;
-        st = ib_cm_start(ctx, q, ctx->addrs);
+        st = ib_cm_start(ctx, q);
     }
     if (st != RCOLL_OK) {
         if (q->id) {
@@ -182,7 +182,7 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             continue;
         }
         ib_qp_t *q = id ? id->context : NULL;
-        if (!q || id == ctx->dev->listen_id || q->id != id || ctx->closing) {
+        if (!q || ib_is_listener(ctx, id) || q->id != id || ctx->closing) {
             rdma_ack_cm_event(ev); /* an attempt dropped meanwhile */
             continue;
         }
@@ -196,7 +196,7 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             ib_cm_drop(ctx, redo);
             redo->active = 1;
             redo->cm_tries++;
-            if (ib_cm_start(ctx, redo, ctx->addrs) != RCOLL_OK)
+            if (ib_cm_start(ctx, redo) != RCOLL_OK)
                 ib_ep_fail(redo->ep, "connecting on first use: %s",
                            rcoll_last_error());
         }

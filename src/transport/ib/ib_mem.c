@@ -5,10 +5,10 @@
 
 /* ---- registration ---- */
 
-static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
-                             int access, const char *what)
+static struct ibv_mr *ib_reg(ib_dev_t *d, void *buf, size_t len, int access,
+                             const char *what)
 {
-    struct ibv_mr *mr = ibv_reg_mr(ctx->dev->pd, buf, len, access);
+    struct ibv_mr *mr = ibv_reg_mr(d->pd, buf, len, access);
     if (mr)
         return mr;
     int err = errno;
@@ -28,13 +28,13 @@ static struct ibv_mr *ib_reg(struct rcoll_tl_ctx *ctx, void *buf, size_t len,
                      "unlimited; LimitMEMLOCK=infinity for systemd; docker "
                      "--ulimit memlock=-1) or lower RCOLL_CHUNK_SIZE, "
                      "RCOLL_NSLOTS or RCOLL_IB_QPS_PER_PEER",
-                     ctx->p.rank, len, what, ctx->dev->devname, strerror(err),
+                     d->ctx->p.rank, len, what, d->devname, strerror(err),
                      lim);
     return NULL;
 }
 
-/* the registration cache's (receives in place, zero-copy sends): local
- * and remote write, so that one registration serves both */
+/* the registration cache's (receives in place, zero-copy sends; arg: the
+ * device): local and remote write, so that one registration serves both */
 void *ib_rc_reg(void *arg, void *addr, size_t len)
 {
     return ib_reg(arg, addr, len,
@@ -48,9 +48,9 @@ void ib_rc_dereg(void *arg, void *h)
     ibv_dereg_mr(h);
 }
 
-
-
 /* ---- user registrations ---- */
+/* On the first device only: with several (RCOLL_IB_NIC=all) sends copy
+ * through staging (ib_send_key), so only one device reads user memory. */
 
 rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
                           void **h)
@@ -60,7 +60,7 @@ rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
         return rcoll__set_error(RCOLL_ERR_NO_MEMORY, "ib: no memory");
     u->buf = buf;
     u->len = len;
-    if (!(u->mr = ib_reg(ctx, buf, len, IBV_ACCESS_LOCAL_WRITE,
+    if (!(u->mr = ib_reg(ctx->dev, buf, len, IBV_ACCESS_LOCAL_WRITE,
                          "user memory (rcoll_comm_register)"))) {
         free(u);
         return RCOLL_ERR_NO_MEMORY;
@@ -190,12 +190,12 @@ static rcoll_status_t ib_qp_alloc_all(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
                                 "%zu-byte rings", ctx->ring_bytes);
     memset(q->rx, 0, ctx->ring_bytes);
     memset(q->tx, 0, ctx->ring_bytes);
-    if (!(q->rx_mr = ib_reg(ctx, q->rx, ctx->ring_bytes,
+    if (!(q->rx_mr = ib_reg(q->dev, q->rx, ctx->ring_bytes,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                             "receive slots")) ||
-        !(q->tx_mr = ib_reg(ctx, q->tx, ctx->ring_bytes,
+        !(q->tx_mr = ib_reg(q->dev, q->tx, ctx->ring_bytes,
                             IBV_ACCESS_LOCAL_WRITE, "send staging")) ||
-        !(q->rbuf_mr = ib_reg(ctx, q->rbuf,
+        !(q->rbuf_mr = ib_reg(q->dev, q->rbuf,
                               (size_t)q->nrecv * sizeof(uint32_t),
                               IBV_ACCESS_LOCAL_WRITE, "receive words")))
         return RCOLL_ERR_NO_MEMORY;
@@ -215,7 +215,7 @@ void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
     free(q->rbuf);
     free(q->tx_cookie);
     for (int k = 0; q->tx_rent && k < ctx->p.nslots; k++)
-        rcoll_rcache_put(ctx->dev->rcache, q->tx_rent[k]);
+        rcoll_rcache_put(q->dev->rcache, q->tx_rent[k]);
     free(q->tx_rent);
     free(q->rx_flag);
     q->rx_mr = q->tx_mr = q->rbuf_mr = NULL;
