@@ -225,9 +225,9 @@ struct ib_dev {
     int cqe;                  /* the CQ's entries */
     int cq_used;              /* work requests posted, not yet completed:
                                  posting stays within cqe (ib_cq_room) */
-    /* completions polled, not yet handled: a batch handled from the
-     * context, so that a call back into ib_poll from a handler goes on
-     * with the same batch, in order, before it polls more */
+    /* completions polled, not yet handled: a batch kept with the device,
+     * so that a call back into ib_poll from a handler goes on with the
+     * same batch, in order, before it polls more */
     struct ibv_wc wc[32];
     int wc_n, wc_i;
     struct ib_async_dev *adev; /* the device's asynchronous events */
@@ -340,10 +340,12 @@ rcoll_status_t ib_connect_all(struct rcoll_tl_ctx *ctx);
 int ib_is_listener(const struct rcoll_tl_ctx *ctx,
                    const struct rdma_cm_id *id);
 /* The devices queue pair k to peer runs between: ours (*li, an index of
- * ctx->devs) and the peer's (*rj, of its raddrs entry). The pairs whose
- * addresses share a subnet, as the lower rank of the two lists them (its
- * device, then the other's), k mod their number; with none, device x with
- * the other's x mod n. Both ranks compute the same pair. */
+ * ctx->devs) and the peer's (*rj, of its raddrs entry). The pairs (x, y)
+ * whose addresses share a subnet, x the lower rank's device and y the
+ * other's, ordered by (y - x) mod max(counts) then x (so the first queue
+ * pairs use distinct devices at both ends), k mod their number; with
+ * none, device x with the other's x mod n. Both ranks compute the same
+ * pair. */
 void ib_lane_devs(const struct rcoll_tl_ctx *ctx, int peer, int k, int *li,
                   int *rj);
 /* For ib_lazy.c: an active QP's attempt started (address resolution);

@@ -770,6 +770,18 @@ void ib_lane_devs(const struct rcoll_tl_ctx *ctx, int peer, int k, int *li,
             px[np] = x % RCOLL_MAX(L->n, 1);
             py[np++] = x % RCOLL_MAX(H->n, 1);
         }
+    /* diagonals first ((y - x) mod m, then x): on one subnet the first
+     * min(nL, nH) queue pairs then use distinct devices at both ends */
+    int m = RCOLL_MAX(L->n, H->n);
+    for (int a = 1; a < np; a++) /* insertion sort, stable */
+        for (int b = a; b > 0; b--) {
+            int kb = ((py[b] - px[b]) % m + m) % m;
+            int ka = ((py[b - 1] - px[b - 1]) % m + m) % m;
+            if (ka < kb || (ka == kb && px[b - 1] <= px[b]))
+                break;
+            int t = px[b]; px[b] = px[b - 1]; px[b - 1] = t;
+            t = py[b]; py[b] = py[b - 1]; py[b - 1] = t;
+        }
     int i = k % np;
     *li = ctx->p.rank == low ? px[i] : py[i];
     *rj = ctx->p.rank == low ? py[i] : px[i];

@@ -255,11 +255,10 @@ static void ib_fatal_apply(struct rcoll_tl_ctx *ctx)
     }
 }
 
-/* Handles every completion there is, in the CQ's order. The batch is the
- * context's, so a handler that polls again continues it instead of
+/* Handles every completion device d's CQ has, in its order. The batch is
+ * the device's, so a handler that polls again continues it instead of
  * handling newer completions first (a peer's signal for slot k+1 before
- * its slot k). A QP an asynchronous event failed is ended here, once the
- * CQ is empty. */
+ * its slot k). */
 static int ib_poll_dev(struct rcoll_tl_ctx *ctx, ib_dev_t *d)
 {
     int total = 0;
@@ -277,8 +276,9 @@ static int ib_poll_dev(struct rcoll_tl_ctx *ctx, ib_dev_t *d)
     }
 }
 
-/* (Each device's queue pairs complete in their own CQ, so a QP's order
- * is its CQ's.) */
+/* Every device's completions (a queue pair completes in its device's CQ,
+ * so its order is that CQ's); then a QP an asynchronous event failed is
+ * ended, once the CQs are empty. */
 int ib_poll(struct rcoll_tl_ctx *ctx)
 {
     int total = 0;

@@ -187,6 +187,8 @@ static int ib_choose_device(struct rcoll_tl_ctx *ctx, const ib_cand_t *c,
                             int nc, const char **how)
 {
     const char *mode = rcoll_config.ib_nic ? rcoll_config.ib_nic : "auto";
+    if (!strcmp(mode, "all")) /* (out of band: one device, as auto) */
+        mode = "auto";
     *how = "the only usable device";
     if (nc <= 1)
         return 0;
@@ -276,6 +278,15 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
         return rcoll__set_error(RCOLL_ERR_INVALID_ARGUMENT,
                                 "ib: RCOLL_IB_NIC=\"%s\": expected auto, "
                                 "spread, boot or all", mode);
+    /* all, but not out of band (it exchanges one device's GID): there
+     * one device per rank, chosen as auto chooses */
+    int all = mode && !strcmp(mode, "all");
+    if (all && ctx->oob) {
+        rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: RCOLL_IB_NIC=all needs "
+                   "rdma_cm; out of band (RCOLL_IB_CONNECT=oob) a rank uses "
+                   "one device, chosen as with auto", ctx->p.rank);
+        all = 0;
+    }
     int nc = ib_addresses(ctx, cand, mask);
     for (int i = 0; i < nc; i++) {
         struct sockaddr_in a = cand[i];
@@ -293,8 +304,10 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
         }
         const char *name = ibv_get_device_name(id->verbs->device);
         int seen = 0;
-        for (int d = 0; d < nd; d++)
-            seen |= !strcmp(dev[d].dev, name) && dev[d].port == id->port_num;
+        for (int d = 0; d < nd; d++) /* (all: a device's first port only;
+                                        its ports share one context) */
+            seen |= !strcmp(dev[d].dev, name) &&
+                    (dev[d].port == id->port_num || all);
         if (seen) {
             rdma_destroy_id(id);
             continue;
@@ -312,10 +325,8 @@ static rcoll_status_t ib_pick_address(struct rcoll_tl_ctx *ctx)
                                 "RDMA device (%s); check RCOLL_IB_HCA, or exclude "
                                 "the transport with RCOLL_TRANSPORTS=^ib",
                                 ctx->p.rank, tried[0] ? tried : "no addresses");
-    /* all (not out of band: it exchanges one device's GID): each of
-     * them, in the order found, the bootstrap's first */
+    /* all: each of them, in the order found, the bootstrap's first */
     const char *how;
-    int all = mode && !strcmp(mode, "all") && !ctx->oob;
     int k = all ? 0 : ib_choose_device(ctx, dev, nd, &how);
     int n = all ? RCOLL_MIN(nd, IB_MAX_DEVS) : 1;
     for (int d = 0; d < nd; d++)
