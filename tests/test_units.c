@@ -1,6 +1,7 @@
 /* Unit tests of parsing and validation code: sizes, transport lists,
  * RCOLL_ALGO, SipHash (the connection MAC), hex, the unique id, addresses,
- * block partitions, the schedule builders' shapes; the bootstrap ring's
+ * block partitions, the schedule builders' shapes, the device pairs of
+ * RCOLL_IB_NIC=all's queue pairs; the bootstrap ring's
  * all-gather with blocks larger than its sockets' buffers. */
 #include "bootstrap/bootstrap.h"
 #include "coll/sched.h"
@@ -16,6 +17,95 @@
 #include <unistd.h>
 
 #include "check.h"
+
+#include "config.h"
+#if defined(HAVE_VERBS) && defined(HAVE_RDMACM)
+#include "transport/ib/ib.h"
+#include <arpa/inet.h>
+
+/* rank r's devices: IPv4 addresses (with a /24 mask each) */
+static void ib_addrs_set(ib_raddr_t *t, int n, const char *const *ip)
+{
+    memset(t, 0, sizeof(*t));
+    t->n = n;
+    for (int i = 0; i < n; i++) {
+        t->a[i].sin_family = AF_INET;
+        inet_pton(AF_INET, ip[i], &t->a[i].sin_addr);
+        t->mask[i] = htonl(0xffffff00u);
+    }
+}
+
+/* queue pair k between ranks 0 and 1: rank 0's device (*x) and rank 1's
+ * (*y), as each rank computes it; both must agree */
+static void ib_pair_of(ib_raddr_t *ra, int k, int *x, int *y)
+{
+    static struct rcoll_tl_ctx c0, c1;
+    int li, rj, li1, rj1;
+    c0.p.rank = 0;
+    c1.p.rank = 1;
+    c0.raddrs = c1.raddrs = ra;
+    ib_lane_devs(&c0, 1, k, &li, &rj);
+    ib_lane_devs(&c1, 0, k, &li1, &rj1);
+    CHECK(li == rj1 && rj == li1, "ib lanes: queue pair %d: rank 0 says "
+          "(%d, %d), rank 1 says (%d, %d)", k, li, rj, rj1, li1);
+    *x = li;
+    *y = rj;
+}
+
+/* RCOLL_IB_NIC=all: the device pair of each queue pair (ib_lane_devs) */
+static void test_ib_lanes(void)
+{
+    ib_raddr_t ra[2];
+    int x, y;
+    /* two devices each on one subnet: the first two queue pairs use
+     * distinct devices at both ends (each rank drives both NICs) */
+    const char *one0[] = {"10.0.0.1", "10.0.0.2"}, *one1[] = {"10.0.0.3",
+                                                              "10.0.0.4"};
+    ib_addrs_set(&ra[0], 2, one0);
+    ib_addrs_set(&ra[1], 2, one1);
+    int used0[2] = {0, 0}, used1[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        ib_pair_of(ra, k, &x, &y);
+        used0[x]++;
+        used1[y]++;
+    }
+    CHECK(used0[0] == 1 && used0[1] == 1 && used1[0] == 1 && used1[1] == 1,
+          "ib lanes, one subnet: queue pairs 0 and 1 use rank 0's devices "
+          "%d/%d times, rank 1's %d/%d", used0[0], used0[1], used1[0],
+          used1[1]);
+    /* two subnets (check-rdma's hosts): each queue pair stays in one */
+    const char *two0[] = {"10.77.0.1", "10.77.1.1"},
+               *two1[] = {"10.77.0.2", "10.77.1.2"};
+    ib_addrs_set(&ra[0], 2, two0);
+    ib_addrs_set(&ra[1], 2, two1);
+    for (int k = 0; k < 4; k++) {
+        ib_pair_of(ra, k, &x, &y);
+        CHECK(x == k % 2 && y == k % 2, "ib lanes, two subnets: queue pair "
+              "%d on (%d, %d), expected (%d, %d)", k, x, y, k % 2, k % 2);
+    }
+    /* one device against two on its subnet: both of the other's */
+    ib_addrs_set(&ra[0], 1, one0);
+    ib_addrs_set(&ra[1], 2, one1);
+    for (int k = 0; k < 2; k++) {
+        ib_pair_of(ra, k, &x, &y);
+        CHECK(x == 0 && y == k, "ib lanes, 1 and 2 devices: queue pair %d "
+              "on (%d, %d), expected (0, %d)", k, x, y, k);
+    }
+    /* no common subnet: device x with the other's x mod n */
+    const char *far0[] = {"10.1.0.1"}, *far1[] = {"10.2.0.1", "10.3.0.1"};
+    ib_addrs_set(&ra[0], 1, far0);
+    ib_addrs_set(&ra[1], 2, far1);
+    for (int k = 0; k < 3; k++) {
+        ib_pair_of(ra, k, &x, &y);
+        CHECK(x == 0 && y == k % 2, "ib lanes, no common subnet: queue pair "
+              "%d on (%d, %d), expected (0, %d)", k, x, y, k % 2);
+    }
+}
+#else
+static void test_ib_lanes(void)
+{
+}
+#endif
 
 static void test_sizes(void)
 {
@@ -756,6 +846,7 @@ int main(void)
     test_schedule_pairing();
     test_sched_state_size();
     test_algo_peers();
+    test_ib_lanes();
     printf("test_units: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
