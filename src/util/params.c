@@ -260,17 +260,21 @@ static const param_t params[] = {
       "pairs), so RCOLL_TCP_NSOCKS should be at least the rail count; 1: "
       "the bootstrap's interface only"),
     P("RAIL_FAILOVER", "1", "int", rail_failover, int,
-      "1: when one of a peer's TCP sockets fails (its rail's link or NIC "
-      "is lost) and another rail still reaches the peer, its messages go "
-      "again over the others and the job goes on, with a warning naming "
-      "the rail and the peer (sends then go from a copy); 0: the peer "
-      "fails as over one rail"),
+      "1: when one of a peer's TCP sockets, or ib queue pairs over several "
+      "devices (RCOLL_IB_NIC=all), fails (its rail's link or NIC is lost) "
+      "and another rail still reaches the peer, its messages go again over "
+      "the others and the job goes on, with a warning naming the link and "
+      "the peer (sends then go from a copy); 0: the peer fails as over one "
+      "rail"),
     P("RAIL_TIMEOUT", "10", "seconds", rail_timeout, seconds,
       "where RCOLL_RAIL_FAILOVER can move a TCP socket's traffic to "
       "another rail, data unacknowledged this long ends the socket "
       "(TCP_USER_TIMEOUT; Linux also counts a peer whose receive window "
       "stays shut, a process that does not read at all: raise it to stop "
-      "a rank in a debugger); 0: the kernel's default (minutes)"),
+      "a rank in a debugger); 0: the kernel's default (minutes). ib: a "
+      "queue pair with messages outstanding that hears nothing from the "
+      "peer this long, while another to it answers, is lost; 0: only "
+      "errors and events count"),
     P("RAIL_RETRY", "2", "seconds", rail_retry, seconds,
       "after RCOLL_RAIL_FAILOVER moved a lost TCP socket's traffic to the "
       "other rails, the lower rank of the pair connects that socket again "
@@ -351,7 +355,8 @@ static const param_t params[] = {
       "pair k of a pair over the k-th pair of devices on one subnet (set "
       "RCOLL_IB_QPS_PER_PEER to the device count or a multiple); sends "
       "then copy through staging (no zero-copy, no receive in place), and "
-      "the loss of one device still fails the communicator"),
+      "a device lost mid-job fails over (RCOLL_RAIL_FAILOVER; not with "
+      "RCOLL_IB_CONNECT=lazy, and never used again)"),
     P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
       "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
       "(RoCE v2 with an IPv4 address first, never link-local)"),

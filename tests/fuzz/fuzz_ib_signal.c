@@ -11,8 +11,11 @@
 /* the whole transport in this translation unit: its static functions
  * (conn_data_check) are what is fuzzed */
 #include "../../src/transport/ib/ib_mem.c"
+#include "../../src/transport/ib/ib_post.c"
 #include "../../src/transport/ib/ib_data.c"
+#include "../../src/transport/ib/ib_recv.c"
 #include "../../src/transport/ib/ib_fail.c"
+#include "../../src/transport/ib/ib_fo.c"
 #include "../../src/transport/ib/ib_dev.c"
 #include "../../src/transport/ib/ib_conn.c"
 #include "../../src/transport/ib/ib_lazy.c"
@@ -56,6 +59,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     q.sl.credits = 0; /* ours all spent: the peer may hand back nslots */
     ep.qps = &q;
     fuzz_failed = 0;
+    /* an odd first byte: the peer can fail over (messages numbered in the
+     * 8 bytes before the header, taken by number; the second byte the
+     * peer's `upto`, below which heads are moved aside) */
+    size_t pre = 0;
+    if (size >= 2 && (data[0] & 1)) {
+        ep.fo = 1;
+        ep.peer_upto = data[1];
+        pre = IB_HDR_OFF - IB_SEQ_OFF;
+        data += 2;
+        size -= 2;
+    }
 
     /* the private data of a connection request */
     ib_conn_data_t cd;
@@ -63,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(cd.magic == IB_MAGIC); /* only with the job's MAC */
 
     size_t off = 0;
-    const size_t rec = 4 + sizeof(rcoll_msg_hdr_t) + 16;
+    const size_t rec = 4 + pre + sizeof(rcoll_msg_hdr_t) + 16;
     while (off + rec <= size && !ep.failed) {
         uint32_t w;
         memcpy(&w, data + off, 4);
@@ -74,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    rec - 4);
         else
             memcpy(q.rx + (size_t)(IMM_ARG(w) % ctx.p.nslots) * ctx.stride +
-                       IB_HDR_OFF,
+                       IB_HDR_OFF - pre,
                    data + off + 4, rec - 4);
         off += rec;
         ib_handle_word(&q, w);
@@ -97,6 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (ep.failed)
         FUZZ_ASSERT(ep.fail_msg[0] && fuzz_failed == 1);
+    ib_fo_free(&ep);
     free(q.rx);
     free(q.rx_flag);
     return 0;

@@ -475,7 +475,7 @@ check "siw: connections on first use, 4 ranks on 2 hosts over ib (ring: neighbou
 # second, so both links carry the ranks' traffic (pairs across devices
 # cross subnets; each host reaches both). The veth counters say so, from
 # the kernel: each carries >= 20% of the bytes.
-two_nics() {
+nic2_add() {
     ip link add br1 type bridge && ip link set br1 up || return 1
     for i in 0 1; do
         ip link add w$i type veth peer name p1$i && ip link set p1$i master br1 up &&
@@ -483,6 +483,16 @@ two_nics() {
             ip -n h$i link set w$i up &&
             ip netns exec h$i rdma link add siwb$i type siw netdev w$i || return 1
     done
+}
+nic2_del() {
+    for i in 0 1; do
+        ip netns exec h$i rdma link delete siwb$i
+        ip -n h$i link del w$i
+    done
+    ip link del br1
+}
+two_nics() {
+    nic2_add || return 1
     bytes() { # bytes H DEV: rx + tx bytes of DEV in h$H
         ip -n h$1 -s -j link show dev $2 | python3 -c 'import json, sys
 s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"])'
@@ -544,11 +554,7 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
             RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -T -N 70000 -C allreduce,alltoall ||
             all_split="RCOLL_IB_NIC=all, connections on first use: failed"; }
     fi
-    for i in 0 1; do
-        ip netns exec h$i rdma link delete siwb$i
-        ip -n h$i link del w$i
-    done
-    ip link del br1
+    nic2_del
     [ $rc = 0 ] || return 1
     [ -z "$all_split" ] || { echo "$all_split"; return 1; }
     echo "$devs"
@@ -562,6 +568,53 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
     [ -z "$chan_split" ] || { echo "channels: $chan_split"; return 1; }
 }
 check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart), two channels send and receive on both; every rank on both (RCOLL_IB_NIC=all)" two_nics
+
+# Surviving a device (RCOLL_IB_NIC=all, two queue pairs per peer, one
+# over each device pair): 4 ranks on 2 hosts run test_failover (all-reduce
+# and all-gather, each result checked); after its first block of 50 a link
+# goes down for good: h1's second link (w1: h1's ranks get siwb1's port
+# event, h0's learn it from their notices), h1's bootstrap link (v1, siw1),
+# and the bridge's end of h1's second link (p11: no event at either end,
+# each side finds the queue pairs over it stalled for RCOLL_RAIL_TIMEOUT
+# while the others progress). Every rank ends bit-exact with no
+# asynchronous error; the warnings name the link and the peer.
+ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root's) goes
+    go="$L/ibfo_go_$1"; rm -f "$go"
+    ns=""; [ "$3" = - ] || ns="-n $3"
+    ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
+      ip $ns link set $4 down ) &
+    cutter=$!
+    hosts 4 $2 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_RAIL_TIMEOUT=3 \
+        RCOLL_TIMEOUT=60 $B/tests/test_failover -n 150 -c 16384 -s "$go" -d 1 > /dev/null
+    rc=$?
+    wait $cutter
+    ip $ns link set $4 up
+    echo "$1: rank 0 $(grep -h "iterations" "$L/rank0.log" | tr '\n' ' ')"
+    [ $rc = 0 ] || { echo "$1: a rank failed"; for f in "$L"/rank*.log; do
+        echo "== $f"; grep -v "^rcoll: \|INFO\|DEBUG" "$f" | cut -c1-300 | tail -n 6; done; return 1; }
+    for r in 0 1 2 3; do
+        grep -q "bit-exact, asynchronous error OK" "$L/rank$r.log" ||
+            { echo "$1: rank $r did not end bit-exact without error"; return 1; }
+    done
+    for w in "$5" "$6"; do
+        grep -h "$w" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
+        grep -q "$w" "$L"/rank[0-3].log || { echo "$1: no warning '$w'"; return 1; }
+    done
+    grep -h "queue pairs lost" "$L"/rank[0-3].log | sort | uniq -c
+}
+ib_failover() {
+    nic2_add || return 1
+    ib_cut second 29760 h1 w1 "ib: rank [13]: link siwb1 port 1 .* failed (this rank's device" \
+        "ib: rank [02]: link siwb0 port 1 .* failed (rank [13] lost it)" && sleep 1 &&
+    ib_cut bootstrap 29761 h1 v1 "ib: rank [13]: link siw1 port 1 .* failed (this rank's device" \
+        "ib: rank [02]: link siw0 port 1 .* failed (rank [13] lost it)" && sleep 1 &&
+    ib_cut between 29762 - p11 "ib: rank [0-3]: link siwb[01] port 1 .* failed (nothing heard for" \
+        "ib: rank [0-3]: link siwb[01] port 1 .* failed"
+    rc=$?
+    nic2_del
+    return $rc
+}
+check "siw: a device lost mid-run with RCOLL_IB_NIC=all: its queue pairs fail over to the other, bit-exact, warnings name the link (the second link, the bootstrap's, a link with no event at either end)" ib_failover
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

@@ -40,15 +40,17 @@
  * of zero-copy sends are registered through the registration cache
  * (proto/rcache.c), which learns of freed and unmapped memory.
  *
- * The transport is six files, each calling only the ones after it:
+ * The transport is ten files, each calling only the ones after it:
  * ib_ctx.c (context create/destroy in steps, counters, the ops table),
  * ib_lazy.c (connections on first use), ib_conn.c (connecting QPs by
  * rdma_cm or out of band), ib_dev.c (devices,
  * addresses, GIDs, opening a context's device, rcoll-info's description),
- * ib_data.c (sending, completions, credits, receives, failures and
- * asynchronous events) and ib_mem.c (registrations, the cache's hooks,
- * the QPs' rings, receive-in-place destinations). This header holds what
- * they share. */
+ * ib_recv.c (receives), ib_data.c (completions, polling, sends,
+ * failover's notices and resends), ib_post.c (work requests, credits),
+ * ib_mem.c (registrations, the cache's hooks,
+ * the QPs' rings, receive-in-place destinations), ib_fail.c (a peer's
+ * failure, the devices' events) and ib_fo.c (failover: a lost queue
+ * pair's messages over the others). This header holds what they share. */
 #ifndef RCOLL_IB_H
 #define RCOLL_IB_H
 
@@ -77,7 +79,9 @@
 
 #define IB_HDR 64       /* slot bytes before the payload */
 #define IB_HDR_OFF (IB_HDR - sizeof(rcoll_msg_hdr_t)) /* header ends there */
-#define IB_CTRL 512     /* after the slots: an abort's reason */
+#define IB_SEQ_OFF (IB_HDR_OFF - 8) /* failover: the message's number */
+#define IB_REASON 512   /* after the slots: an abort's reason, */
+#define IB_CTRL (IB_REASON + 64) /* then a RAIL notice's `upto` */
 #define IB_MAGIC 0x69627631U /* "ibv1" */
 #define IB_CM_TRIES 8   /* rdma_connect redone on a local port collision */
 
@@ -101,7 +105,12 @@ typedef struct {
     uint32_t kind, step, tag, rkey;
 } ib_place_msg_t;
 /* CTRL_SEEN: an abort arrived (the aborting rank may close now) */
-enum { CTRL_BYE = 1, CTRL_ABORT = 2, CTRL_SEEN = 3 };
+/* CTRL_PING/PONG: is this queue pair alive? (ib_fo_stalls) */
+enum { CTRL_BYE = 1, CTRL_ABORT = 2, CTRL_SEEN = 3, CTRL_RAIL = 4,
+       CTRL_PING = 5, CTRL_PONG = 6 };
+/* CTRL_RAIL's argument: the code, and the lost queue pair's index above */
+#define CTRL_CODE(a) ((a) & 15U)
+#define CTRL_QP(a) ((int)((a) >> 4))
 #define IB_MAX_CREDITS 0x3fff
 
 /* what a work request was, in its wr_id: the QP's index above, then the
@@ -118,6 +127,10 @@ enum { WR_DATA = 1, WR_NOTE = 2, WR_RECV = 3 };
 
 typedef struct ib_ep ib_ep_t;
 typedef struct ib_dev ib_dev_t;
+/* a lost queue pair's message to go again: its index and staging slot */
+typedef struct {
+    int qidx, slot;
+} ib_resend_t;
 
 typedef struct {
     ib_ep_t *ep;
@@ -166,6 +179,11 @@ typedef struct {
     int sq_free;              /* send queue entries */
     int cq_out;               /* its work requests not completed yet (each
                                  takes an entry of the CQ until polled) */
+    /* failover (ib_fo.c) */
+    int down;                 /* lost: its messages went over the others */
+    double t_prog;            /* the peer was last heard on it (or its
+                                 first send after none was outstanding) */
+    double ping_at;           /* a CTRL_PING went then */
     /* oob mode */
     uint32_t psn;
     rcoll_lane_stats_t st;
@@ -178,7 +196,7 @@ struct ib_ep {
     uint64_t tx_seq, rx_seq;
     int failed;
     int aborted;
-    char abort_reason[IB_CTRL];
+    char abort_reason[IB_REASON];
     char fail_msg[1024];
     /* the peeked slot's header, copied out of the ring: the peer can
      * RDMA-write the ring at any time, so the engine checks this copy */
@@ -198,6 +216,22 @@ struct ib_ep {
      * until conn_deadline for all of them to be */
     int pending;
     double conn_deadline;
+    /* failover (ib_fo.c) */
+    int fo;                   /* its queue pairs span several devices */
+    int fo_on;                /* one was lost: new messages go round the
+                                 live ones, from tx_rr */
+    int tx_rr;
+    uint32_t tell;            /* lost queue pairs the peer is not told of */
+    ib_resend_t *rs;          /* uncredited messages of lost queue pairs,
+                                 to go again (from rs_head) */
+    int nrs, rs_head, rs_cap;
+    uint64_t peer_upto;       /* the peer's first new message after its
+                                 last loss */
+    char **aside;             /* messages moved out of their slots: number,
+                                 header, payload */
+    int naside, aside_cap;
+    int rx_from;              /* the peeked message's queue pair, or -1 -
+                                 its index in aside */
 };
 
 /* One RDMA device port a context uses: its verbs context, listening
@@ -281,6 +315,12 @@ struct rcoll_tl_ctx {
     struct ib_ureg **regs;
     int nregs, regs_cap;
     uint64_t n_sent, n_zcopy, n_placed;
+    /* failover: work for the engine's turn (notices, resends); queue
+     * pairs lost; copies dropped; the last look for stalls */
+    int nfo;                  /* eps that can fail over */
+    int fo_work;
+    uint64_t n_lost, n_dups;
+    double stall_at;
 };
 
 typedef struct ib_ureg {
@@ -396,12 +436,39 @@ int ib_pick_gid(const ib_dev_t *d, struct ibv_port_attr *pa,
 rcoll_status_t ib_dev_open(struct rcoll_tl_ctx *ctx);
 void ib_describe(FILE *f);
 
-/* ---- ib_data.c ---- */
+/* ---- ib_post.c ---- */
 int ib_cq_room(const ib_dev_t *d, int n);
 void ib_cq_posted(ib_qp_t *q, int n);
 void ib_cq_forget(ib_qp_t *q);
 int ib_post_recv(ib_qp_t *q, int i);
 int ib_post_note(ib_qp_t *q, uint32_t word);
+/* q's owed credits alone, if it may send */
+void ib_send_credits(ib_qp_t *q);
+/* The work requests of one message, built in place (they point into it). */
+typedef struct {
+    struct ibv_sge sge[3];
+    struct ibv_send_wr wr[3];   /* [2]: payload in place, [0]: slot, [1]:
+                                   the SEND signal without immediates */
+    struct ibv_sge wsge;
+    uint32_t word;              /* the signal: kind, credits, slot */
+} ib_msg_wrs_t;
+uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
+                     uint32_t len, rcoll_rcache_entry_t **rent);
+void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
+                  const rcoll_msg_hdr_t *hdr, const void *payload,
+                  uint32_t ukey, ib_msg_wrs_t *w);
+void ib_wrs_slot(ib_qp_t *q, char *s, const rcoll_msg_hdr_t *hdr,
+                 const void *payload, uint32_t ukey, int inl,
+                 ib_msg_wrs_t *w);
+void ib_wrs_kept(ib_qp_t *q, const char *s, ib_msg_wrs_t *w);
+void ib_wrs_signal(struct rcoll_tl_ctx *ctx, ib_qp_t *q, uint32_t slot,
+                   ib_msg_wrs_t *w);
+rcoll_status_t ib_send_refused(ib_ep_t *ep, ib_qp_t *q, int rc,
+                               rcoll_rcache_entry_t *rent);
+int ib_post_msg(ib_qp_t *q, ib_msg_wrs_t *w, int rp, int need, int c,
+                uint32_t len);
+
+/* ---- ib_data.c ---- */
 int ib_poll(struct rcoll_tl_ctx *ctx);
 int ib_progress(rcoll_tl_ctx_t *ctx);
 void ib_cq_event(rcoll_ev_handler_t *h, uint32_t events);
@@ -411,6 +478,8 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
                        size_t xfer);
 void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                     const char *why);
+
+/* ---- ib_recv.c ---- */
 int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
 rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
                             const rcoll_msg_hdr_t **hdr,
@@ -433,6 +502,29 @@ void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
  * and their release (q's pointers NULL after) */
 rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
 void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
+
+/* ---- ib_fo.c ---- */
+/* 1 if ep's queue pairs span more than one device pair (and
+ * RCOLL_RAIL_FAILOVER allows it): then it can survive one's loss */
+int ib_fo_able(const struct rcoll_tl_ctx *ctx, const ib_ep_t *ep);
+/* ep's queue pairs up and not ended */
+int ib_fo_live(const ib_ep_t *ep);
+/* q is lost: if ep can fail over, it does (warns, queues q's uncredited
+ * messages to go again, the peer to be told): 0; -1 if not (the caller
+ * fails the peer) */
+int ib_fo_down(ib_qp_t *q, const char *why);
+/* tx_rr to the next live queue pair */
+void ib_fo_advance(ib_ep_t *ep);
+/* The next message by number (*msg: its number, header, payload), from a
+ * queue pair's oldest slot or aside: 1; 0 if it is not here yet; -1 out
+ * of memory. Copies it finds are dropped (their credits owed). */
+int ib_fo_peek(ib_ep_t *ep, const char **msg);
+/* The peeked message is taken: its queue pair (its slot to release), or
+ * NULL (it was aside) */
+ib_qp_t *ib_fo_taken(ib_ep_t *ep);
+/* 1 while some ep has notices or resends left to post */
+int ib_fo_busy(const struct rcoll_tl_ctx *ctx);
+void ib_fo_free(ib_ep_t *ep);
 
 /* ---- ib_fail.c ---- */
 /* Fails a peer once (the first cause is kept) and tells the engine. */

@@ -112,6 +112,8 @@ static rcoll_status_t ib_eps_create(struct rcoll_tl_ctx *ctx,
             if (st != RCOLL_OK)
                 return st;
         }
+        ep->fo = ib_fo_able(ctx, ep);
+        ctx->nfo += ep->fo;
     }
     return RCOLL_OK;
 }
@@ -228,7 +230,7 @@ static void ib_qp_goodbye(ib_qp_t *q, int abort, const char *reason,
     struct rcoll_tl_ctx *ctx = q->ep->ctx;
     if (abort && reason) {
         char *s = q->tx + (size_t)ctx->p.nslots * ctx->stride;
-        snprintf(s, IB_CTRL, "%s", reason);
+        snprintf(s, IB_REASON, "%s", reason);
         struct ibv_sge sge = {(uintptr_t)s, (uint32_t)strlen(s) + 1,
                               q->tx_mr->lkey};
         struct ibv_send_wr wr = {
@@ -358,6 +360,7 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
             for (int k = 0; k < ctx->eps[i]->nplace; k++)
                 rcoll_rcache_put(ctx->dev->rcache, /* not unposted */
                                  ctx->eps[i]->place[k].rent);
+            ib_fo_free(ctx->eps[i]);
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
         }
@@ -427,6 +430,11 @@ static void ib_fail_notify(rcoll_tl_ctx_t *ctx, const char *reason)
 static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
 {
     double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
+    /* failover's notices and resends go before the goodbyes: a peer
+     * that has a goodbye on every live queue pair expects nothing more */
+    while (!abort && ctx->nfo && ib_fo_busy(ctx) && rcoll_time_sec() < deadline)
+        if (ib_progress(ctx) == 0)
+            usleep(100);
     for (int g = 0; g < ctx->nq; g++)
         if (ib_qp_sayable(ctx, ctx->qps[g]))
             ib_qp_goodbye(ctx->qps[g], abort, reason, deadline);
@@ -493,6 +501,15 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
         (unsigned long long)__atomic_load_n(&ctx->n_sent, __ATOMIC_RELAXED),
         (unsigned long long)__atomic_load_n(&ctx->n_zcopy, __ATOMIC_RELAXED),
         (unsigned long long)__atomic_load_n(&ctx->n_placed, __ATOMIC_RELAXED));
+    if (ctx->nfo)
+        fprintf(
+            f,
+            "rcoll:     %d peers can fail over; %llu queue pairs "
+            "lost, %llu copies dropped\n",
+            ctx->nfo,
+            (unsigned long long)__atomic_load_n(&ctx->n_lost, __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_dups,
+                                                __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "QP k of every peer", n, sum);
     /* with several devices: what each carried */
     for (int d = 0; ctx->ndev > 1 && d < ctx->ndev; d++) {

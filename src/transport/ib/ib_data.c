@@ -1,85 +1,12 @@
-/* The verbs transport's data path (ib.h): sends (staged, inline, gathered
- * from registered memory, or written into a receiver's destination),
- * completions and the signal words, credits, receives, revokes. A peer's
- * failure and the devices' events are in ib_fail.c. */
+/* The verbs transport's data path (ib.h): completions and the signal
+ * words, polling, sends (their work requests are built in ib_post.c),
+ * failover's notices, resends and stall checks, revokes. Receives are in
+ * ib_recv.c; a peer's failure and the devices' events in ib_fail.c. */
 #include "transport/ib/ib.h"
 
-/* ---- posting ---- */
-
-/* Each posted work request holds an entry of the CQ until its
- * completion is polled: room for n more? (The CQ may be smaller than
- * every queue pair's full depth: the device's max_cqe.) */
-int ib_cq_room(const ib_dev_t *d, int n)
-{
-    return d->cq_used + n <= d->cqe;
-}
-
-void ib_cq_posted(ib_qp_t *q, int n)
-{
-    q->cq_out += n;
-    q->dev->cq_used += n;
-}
-
-/* q's queue pair goes: what it had posted never completes here */
-void ib_cq_forget(ib_qp_t *q)
-{
-    q->dev->cq_used -= q->cq_out;
-    q->cq_out = 0;
-}
-
-int ib_post_recv(ib_qp_t *q, int i)
-{
-    struct ibv_sge sge = {(uintptr_t)&q->rbuf[i], sizeof(uint32_t),
-                          q->rbuf_mr->lkey};
-    struct ibv_recv_wr wr = {.wr_id = WRID(q, WR_RECV, i), .sg_list = &sge,
-                             .num_sge = 1}, *bad;
-    int rc = ibv_post_recv(q->qp, &wr, &bad);
-    if (rc == 0)
-        ib_cq_posted(q, 1);
-    return rc;
-}
-
-/* Posts a signal word alone (credits, goodbye, abort): a zero-byte
- * WRITE_WITH_IMM or a 4-byte inline SEND. */
-int ib_post_note(ib_qp_t *q, uint32_t word)
-{
-    struct ibv_send_wr wr, *bad;
-    struct ibv_sge sge = {(uintptr_t)&word, sizeof(word), 0};
-    if (q->sq_free < 1 || !ib_cq_room(q->dev, 1))
-        return -1;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WRID(q, WR_NOTE, 0);
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if (q->imm) {
-        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr.imm_data = htonl(word);
-        wr.wr.rdma.remote_addr = q->raddr;
-        wr.wr.rdma.rkey = q->rkey;
-    } else {
-        wr.opcode = IBV_WR_SEND;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.send_flags |= IBV_SEND_INLINE;
-    }
-    int rc = ibv_post_send(q->qp, &wr, &bad);
-    if (rc == 0) {
-        q->sq_free--;
-        ib_cq_posted(q, 1);
-    }
-    return rc;
-}
-
-static void ib_send_credits(ib_qp_t *q)
-{
-    if (q->sl.owed == 0 || !q->up || q->ended || q->bye || q->sq_free < 1)
-        return;
-    int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
-    if (ib_post_note(q, IMM(IMM_CREDIT, c, 0)) == 0)
-        rcoll_slots_take_owed(&q->sl, c);
-}
+static int ib_fo_turn(struct rcoll_tl_ctx *ctx);
 
 /* ---- completions ---- */
-
 
 /* q's last signal words, oldest first, as "t/c/a ..." */
 static void ib_words_str(const ib_qp_t *q, char *buf, size_t len)
@@ -91,6 +18,33 @@ static void ib_words_str(const ib_qp_t *q, char *buf, size_t len)
         uint32_t w = q->words[k % 8];
         o += (size_t)snprintf(buf + o, len - o, "%s%u/%u/%u", o ? " " : "",
                               IMM_TYPE(w), IMM_CREDITS(w), IMM_ARG(w));
+    }
+}
+
+/* A RAIL notice on q: the peer lost its queue pair k; its next new
+ * message is numbered `upto` (in our control area) */
+static void ib_rail_notice(ib_qp_t *q, int k)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    uint64_t upto;
+    memcpy(&upto, q->rx + (size_t)ctx->p.nslots * ctx->stride + IB_REASON,
+           sizeof(upto));
+    if (!ep->fo || k >= ctx->nqps) {
+        ib_ep_fail(ep,
+                   "protocol error: a notice that queue pair %d was "
+                   "lost",
+                   k);
+        return;
+    }
+    if (upto > ep->peer_upto)
+        ep->peer_upto = upto;
+    if (!ep->qps[k].down) {
+        char why[96];
+        snprintf(why, sizeof(why), "rank %d lost it", ep->peer);
+        if (ib_fo_down(&ep->qps[k], why) != 0)
+            ib_ep_fail(ep, "queue pair %d: %s, and no other reaches it", k,
+                       why);
     }
 }
 
@@ -152,9 +106,16 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
                         ep->peer, q->idx);
         } else if (IMM_ARG(w) == CTRL_SEEN) {
             q->seen = 1;
+        } else if (CTRL_CODE(IMM_ARG(w)) == CTRL_RAIL) {
+            ib_rail_notice(q, CTRL_QP(IMM_ARG(w)));
+        } else if (IMM_ARG(w) == CTRL_PING) {
+            if (!q->ended)
+                ib_post_note(q, IMM(IMM_CTRL, 0, CTRL_PONG));
+        } else if (IMM_ARG(w) == CTRL_PONG) {
+            /* heard: t_prog is set */
         } else {
             char *r = q->rx + (size_t)ctx->p.nslots * ctx->stride;
-            r[IB_CTRL - 1] = '\0';
+            r[IB_REASON - 1] = '\0';
             snprintf(ep->abort_reason, sizeof(ep->abort_reason), "%s", r);
             ep->aborted = 1;
             q->aborted = 1;
@@ -228,6 +189,9 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         return;
     }
     if (kind == WR_RECV) {
+        if (q->ep->fo) /* (a send's completion says nothing of the peer:
+                          siw completes it in the kernel's socket) */
+            q->t_prog = rcoll_time_sec();
         q->heard = 1;
         uint32_t w = wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM
                          ? ntohl(wc->imm_data)
@@ -297,6 +261,8 @@ int ib_progress(rcoll_tl_ctx_t *ctx)
     ib_async_take(ctx);
     if (ctx->nfatal)
         n += ib_poll(ctx); /* which ends the QPs the events failed */
+    if (ctx->nfo)
+        n += ib_fo_turn(ctx);
     return n;
 }
 
@@ -328,18 +294,8 @@ int ib_idle(rcoll_tl_ctx_t *ctx)
             d->cq_armed = 1;
         }
     }
-    return ib_poll(ctx);
+    return ib_poll(ctx) + (ctx->nfo ? ib_fo_turn(ctx) : 0);
 }
-
-
-/* The work requests of one message, built in place (they point into it). */
-typedef struct {
-    struct ibv_sge sge[3];
-    struct ibv_send_wr wr[3];   /* [2]: payload in place, [0]: slot, [1]:
-                                   the SEND signal without immediates */
-    struct ibv_sge wsge;
-    uint32_t word;              /* the signal: kind, credits, slot */
-} ib_msg_wrs_t;
 
 /* 1 if q has room for the message now (credit, staging slot, send queue,
  * completion queue), polling once if not; *rp: the peer's receive in
@@ -360,132 +316,173 @@ static int ib_send_room(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, ib_qp_t *q,
     return 0;
 }
 
-/* The local key the NIC reads the payload through in place: the user's
- * registration (rcoll_comm_register), else, for a large one, the cache's
- * (*rent; a failure leaves it to the staging copy); 0: copy it. With
- * several devices a message copies (its queue pair's device has no
- * registration of it: not built yet). */
-static uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
-                            uint32_t len, rcoll_rcache_entry_t **rent)
+/* ---- failover (ib_fo.c): notices, resends, stalls ---- */
+
+/* Tells the peer of the queue pairs ep lost, on every live one with room:
+ * `upto` into its control area, then the CTRL_RAIL word. */
+static void ib_fo_tell(ib_ep_t *ep)
 {
-    uint32_t ukey = 0;
-    *rent = NULL;
-    if (ctx->ndev > 1)
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    size_t ctrl = (size_t)ctx->p.nslots * ctx->stride + IB_REASON;
+    while (ep->tell) {
+        int k = __builtin_ctz(ep->tell), told = 0;
+        uint64_t upto = ep->tx_seq;
+        for (int j = 0; j < ctx->nqps; j++) {
+            ib_qp_t *q = &ep->qps[j];
+            if (q->ended || !ib_qp_ready(ctx, q) || q->sq_free < 2 ||
+                !ib_cq_room(q->dev, 2))
+                continue;
+            memcpy(q->tx + ctrl, &upto, sizeof(upto));
+            struct ibv_sge sge = {(uintptr_t)(q->tx + ctrl), sizeof(upto),
+                                  q->tx_mr->lkey};
+            struct ibv_send_wr wr = {.wr_id = WRID(q, WR_NOTE, 0),
+                                     .sg_list = &sge,
+                                     .num_sge = 1,
+                                     .opcode = IBV_WR_RDMA_WRITE,
+                                     .send_flags = IBV_SEND_SIGNALED},
+                               *bad;
+            wr.wr.rdma.remote_addr = q->raddr + ctrl;
+            wr.wr.rdma.rkey = q->rkey;
+            if (ibv_post_send(q->qp, &wr, &bad) != 0)
+                continue;
+            q->sq_free--;
+            ib_cq_posted(q, 1);
+            if (ib_post_note(
+                    q, IMM(IMM_CTRL, 0, CTRL_RAIL | (unsigned)k << 4)) == 0)
+                told = 1;
+        }
+        if (!told)
+            return; /* no room now: the next turn */
+        ep->tell &= ~(1u << k);
+    }
+}
+
+/* The lost queue pairs' uncredited messages go again, before any new
+ * one, round the live queue pairs: RCOLL_OK once none is left. */
+static rcoll_status_t ib_fo_resend(ib_ep_t *ep)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    uint64_t ns = (uint64_t)ctx->p.nslots;
+    while (ep->rs_head < ep->nrs) {
+        ib_qp_t *q = &ep->qps[ep->tx_rr];
+        int need = q->imm ? 1 : 2;
+        if (q->ended) { /* (after a goodbye: not lost, but not usable) */
+            if (!ib_fo_live(ep))
+                return ib_ep_error(ep);
+            ib_fo_advance(ep);
+            continue;
+        }
+        if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
+            q->sq_free < need || !ib_cq_room(q->dev, need))
+            return RCOLL_INPROGRESS;
+        const ib_resend_t *r = &ep->rs[ep->rs_head];
+        const char *src = ep->qps[r->qidx].tx + (size_t)r->slot * ctx->stride;
+        uint32_t slot = (uint32_t)(q->tx_seq % ns);
+        char *s = q->tx + (size_t)slot * ctx->stride;
+        rcoll_msg_hdr_t h;
+        memcpy(&h, src + IB_HDR_OFF, sizeof(h));
+        memcpy(s + IB_SEQ_OFF, src + IB_SEQ_OFF, IB_HDR - IB_SEQ_OFF + h.len);
+        int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
+        ib_msg_wrs_t w;
+        memset(&w, 0, sizeof(w));
+        w.word = IMM(IMM_DATA, c, slot);
+        ib_wrs_kept(q, s, &w);
+        ib_wrs_signal(ctx, q, slot, &w);
+        int rc = ib_post_msg(q, &w, -1, need, c, h.len);
+        if (rc != 0)
+            return ib_send_refused(ep, q, rc, NULL);
+        ep->rs_head++;
+        ib_fo_advance(ep);
+    }
+    ep->nrs = ep->rs_head = 0;
+    return RCOLL_OK;
+}
+
+/* What a lost queue pair left: the notices, then the resends (new
+ * messages wait for both). */
+static rcoll_status_t ib_fo_flush(ib_ep_t *ep)
+{
+    ib_fo_tell(ep);
+    if (ep->tell) {
+        ep->ctx->fo_work = 1;
+        return RCOLL_INPROGRESS;
+    }
+    rcoll_status_t st = ib_fo_resend(ep);
+    if (st == RCOLL_INPROGRESS)
+        ep->ctx->fo_work = 1;
+    return st;
+}
+
+/* A live queue pair with messages outstanding that has heard nothing
+ * from the peer for RCOLL_RAIL_TIMEOUT is lost (a link that fails with no
+ * event at this end) if it was pinged and did not answer while another
+ * queue pair to the peer answered since. A receiver that waits for a
+ * message on the lost one takes nothing from the others either, so their
+ * credits stop too: hence the pings (CTRL_PING, answered by CTRL_PONG),
+ * sent to every live queue pair of the peer once one has been silent a
+ * third of the time, then at that pace to those that answered (one
+ * unanswered at most: each takes one of the peer's spare receives). A
+ * peer that stops polling answers on none, and loses none. */
+static void ib_fo_stalls(struct rcoll_tl_ctx *ctx, double now)
+{
+    double t = rcoll_config.rail_timeout;
+    for (int g = 0; t > 0 && g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        ib_ep_t *ep = q->ep;
+        if (!ep->fo || q->ended || !q->up || ep->failed ||
+            (q->sl.credits == q->sl.n && q->tx_seq == q->tx_done) ||
+            now - q->t_prog < t / 3)
+            continue;
+        for (int k = 0; k < ctx->nqps; k++) {
+            ib_qp_t *r = &ep->qps[k];
+            if (!r->ended && ib_qp_ready(ctx, r) && r->t_prog >= r->ping_at &&
+                now - r->ping_at >= t / 3 &&
+                ib_post_note(r, IMM(IMM_CTRL, 0, CTRL_PING)) == 0)
+                r->ping_at = now;
+        }
+        if (now - q->t_prog < t || q->ping_at <= q->t_prog)
+            continue;
+        int other = -1;
+        for (int k = 0; k < ctx->nqps && other < 0; k++)
+            if (k != q->idx && !ep->qps[k].ended &&
+                ep->qps[k].t_prog > q->ping_at)
+                other = k;
+        if (other < 0)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "nothing heard for %.1f s with messages outstanding, no "
+                 "answer to a ping that queue pair %d to the same rank "
+                 "answered",
+                 now - q->t_prog, other);
+        if (ib_fo_down(q, why) != 0)
+            ib_ep_fail(ep, "queue pair %d: %s, and no other reaches it", q->idx,
+                       why);
+    }
+}
+
+/* The engine's turn for failover: stalls looked for ten times a second,
+ * then the eps with notices or resends left. */
+static int ib_fo_turn(struct rcoll_tl_ctx *ctx)
+{
+    int n = 0;
+    if (ctx->nfo) {
+        double now = rcoll_time_sec();
+        if (now >= ctx->stall_at) {
+            ctx->stall_at = now + 0.1;
+            ib_fo_stalls(ctx, now);
+        }
+    }
+    if (!ctx->fo_work)
         return 0;
-    if (len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
-        ukey = ib_reg_lookup(ctx, payload, len);
-    if (!ukey && ctx->dev->rcache && rcoll_config.ib_zcopy_min &&
-        len >= rcoll_config.ib_zcopy_min) {
-        void *h;
-        if ((*rent =
-                 rcoll_rcache_get(ctx->dev->rcache, (void *)payload, len, &h)))
-            ukey = ((struct ibv_mr *)h)->lkey;
+    ctx->fo_work = 0;
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        ib_ep_t *ep = ctx->eps[i];
+        if (ep && ep->fo_on && !ep->failed &&
+            (ep->tell || ep->rs_head < ep->nrs) && ib_fo_flush(ep) == RCOLL_OK)
+            n++; /* (one still waiting for room leaves fo_work set) */
     }
-    return ukey;
-}
-
-/* The payload straight into the peer's destination rp (from the user's
- * registered memory, else from staging s), then the header alone into
- * the slot (wr[0]). */
-static void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
-                         const rcoll_msg_hdr_t *hdr, const void *payload,
-                         uint32_t ukey, ib_msg_wrs_t *w)
-{
-    const ib_place_msg_t *p = &ep->rplace[rp];
-    uint64_t off = (uint64_t)hdr->chunk * p->chunk;
-    memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-    if (!ukey)
-        memcpy(s + IB_HDR, payload, hdr->len);
-    w->sge[2] = ukey ? (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey}
-                     : (struct ibv_sge){(uintptr_t)(s + IB_HDR), hdr->len,
-                                        q->tx_mr->lkey};
-    w->wr[2].wr_id = WRID(q, WR_NOTE, 0);
-    w->wr[2].opcode = IBV_WR_RDMA_WRITE;
-    w->wr[2].sg_list = &w->sge[2];
-    w->wr[2].num_sge = 1;
-    w->wr[2].send_flags = IBV_SEND_SIGNALED;
-    w->wr[2].wr.rdma.remote_addr = p->addr + off;
-    w->wr[2].wr.rdma.rkey = p->rkey;
-    w->wr[2].next = &w->wr[0];
-    w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
-                                 q->tx_mr->lkey};
-    w->wr[0].num_sge = 1;
-    if (off + hdr->len >= p->bytes) /* its last: forget it */
-        ep->rplace[rp] = ep->rplace[--ep->nrplace];
-    rcoll_lane_add(&ep->ctx->n_placed, 1);
-}
-
-/* Header and payload into the slot (wr[0]): gathered from registered
- * user memory, inline in the work request, or copied into staging s. */
-static void ib_wrs_slot(ib_qp_t *q, char *s, const rcoll_msg_hdr_t *hdr,
-                        const void *payload, uint32_t ukey, int inl,
-                        ib_msg_wrs_t *w)
-{
-    if (ukey) {
-        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-        w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF),
-                                     sizeof(*hdr), q->tx_mr->lkey};
-        w->sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, ukey};
-        w->wr[0].num_sge = 2;
-    } else if (inl) {
-        /* the data is copied into the work request when it is posted */
-        w->sge[0] = (struct ibv_sge){(uintptr_t)hdr, sizeof(*hdr), 0};
-        w->sge[1] = (struct ibv_sge){(uintptr_t)payload, hdr->len, 0};
-        w->wr[0].num_sge = hdr->len ? 2 : 1;
-        w->wr[0].send_flags = IBV_SEND_INLINE;
-    } else {
-        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
-        if (hdr->len)
-            memcpy(s + IB_HDR, payload, hdr->len);
-        w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF),
-                                     (uint32_t)(sizeof(*hdr) + hdr->len),
-                                     q->tx_mr->lkey};
-        w->wr[0].num_sge = 1;
-    }
-}
-
-/* wr[0] targets the peer's slot and carries the signal: its immediate, or
- * (without immediates) the SEND of the signal word after it. */
-static void ib_wrs_signal(struct rcoll_tl_ctx *ctx, ib_qp_t *q, uint32_t slot,
-                          ib_msg_wrs_t *w)
-{
-    w->wr[0].sg_list = w->sge;
-    w->wr[0].wr.rdma.remote_addr = q->raddr + (uint64_t)slot * ctx->stride +
-                                   IB_HDR_OFF;
-    w->wr[0].wr.rdma.rkey = q->rkey;
-    w->wr[0].send_flags |= IBV_SEND_SIGNALED;
-    w->wsge = (struct ibv_sge){(uintptr_t)&w->word, sizeof(w->word), 0};
-    if (q->imm) {
-        w->wr[0].wr_id = WRID(q, WR_DATA, 0);
-        w->wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        w->wr[0].imm_data = htonl(w->word);
-    } else {
-        w->wr[0].wr_id = WRID(q, WR_NOTE, 0);
-        w->wr[0].opcode = IBV_WR_RDMA_WRITE;
-        w->wr[0].next = &w->wr[1];
-        w->wr[1].wr_id = WRID(q, WR_DATA, 0);
-        w->wr[1].opcode = IBV_WR_SEND;
-        w->wr[1].sg_list = &w->wsge;
-        w->wr[1].num_sge = 1;
-        w->wr[1].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    }
-}
-
-/* A refused post: a queue pair in error refuses posts before its error
- * completions or the device's event arrive, so the cause is named as
- * they would (a port down), else the refusal (siw returns -1 and sets
- * errno; others return an errno, some negated). */
-static rcoll_status_t ib_send_refused(ib_ep_t *ep, ib_qp_t *q, int rc,
-                                      rcoll_rcache_entry_t *rent)
-{
-    char why[128];
-    snprintf(why, sizeof(why), "ibv_post_send on queue pair %d: %s", q->idx,
-             strerror(rc > 0 ? rc : rc < -1 ? -rc : errno));
-    rcoll_rcache_put(q->dev->rcache, rent);
-    ib_qp_ended(q, why);
-    if (!ep->failed)
-        ib_ep_fail(ep, "%s", why);
-    return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
+    return n;
 }
 
 rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
@@ -496,7 +493,13 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     (void)flags;
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    ib_qp_t *q = &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
+    if (ep->fo_on && !ep->failed) {
+        rcoll_status_t st = ib_fo_flush(ep);
+        if (st != RCOLL_OK)
+            return st;
+    }
+    ib_qp_t *q = ep->fo_on ? &ep->qps[ep->tx_rr]
+                           : &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
     if (ep->failed || q->ended)
         return ib_ep_error(ep);
     if (q->bye)
@@ -511,37 +514,46 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
         return rcoll__set_error(RCOLL_ERR_INTERNAL, "ib: a %u-byte message "
                                 "to rank %d is larger than a slot (%zu)",
                                 hdr->len, ep->peer, ctx->p.chunk_size);
-    int rp, need;
+    int rp, need, fo_was = ep->fo_on;
     if (!ib_send_room(ctx, ep, q, hdr, &rp, &need)) {
         rcoll_lane_add(&q->st.tx_waits, 1);
         return RCOLL_INPROGRESS;
     }
+    /* its poll may have lost q (failover: its window is counted, and the
+     * lost queue pairs' messages go first) */
+    if (ep->failed)
+        return ib_ep_error(ep);
+    if (q->ended || ep->fo_on != fo_was)
+        return RCOLL_INPROGRESS;
     uint32_t slot = (uint32_t)(q->tx_seq % (uint64_t)ctx->p.nslots);
     char *s = q->tx + (size_t)slot * ctx->stride;
     int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
     int inl = rp < 0 && sizeof(*hdr) + hdr->len <= q->dev->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
     rcoll_rcache_entry_t *rent = NULL;
-    uint32_t ukey = inl ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
+    uint32_t ukey =
+        inl || ep->fo ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
     ib_msg_wrs_t w;
     memset(&w, 0, sizeof(w));
     w.word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
-    if (rp >= 0)
+    if (ep->fo) { /* (several devices: no receive in place, rp < 0) */
+        memcpy(s + IB_SEQ_OFF, &ep->tx_seq, sizeof(ep->tx_seq));
+        memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
+        if (hdr->len)
+            memcpy(s + IB_HDR, payload, hdr->len);
+        ib_wrs_kept(q, s, &w);
+    } else if (rp >= 0) {
         ib_wrs_place(ep, q, rp, s, hdr, payload, ukey, &w);
-    else
+    } else {
         ib_wrs_slot(q, s, hdr, payload, ukey, inl, &w);
+    }
     ib_wrs_signal(ctx, q, slot, &w);
-    struct ibv_send_wr *bad;
-    int rc = ibv_post_send(q->qp, rp >= 0 ? &w.wr[2] : &w.wr[0], &bad);
+    int rc = ib_post_msg(q, &w, rp, need, c, hdr->len);
     if (rc != 0)
         return ib_send_refused(ep, q, rc, rent);
-    q->sq_free -= need;
-    ib_cq_posted(q, need);
-    rcoll_slots_take_owed(&q->sl, c);
-    rcoll_slots_sent(&q->sl);
-    q->tx_seq++;
     ep->tx_seq++;
-    rcoll_lane_sent(&q->st, hdr->len);
+    if (ep->fo_on)
+        ib_fo_advance(ep);
     rcoll_lane_add(&ctx->n_sent, 1);
     if (ukey) {
         /* done when the NIC has read it: at the completion */
@@ -620,125 +632,4 @@ void ib_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
                 ctx->p.ev->send_done(ctx->p.ev->arg, cookie);
             }
     }
-}
-
-/* ---- receives in place ---- */
-
-int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
-{
-    ib_ep_t *ep = (ib_ep_t *)tep;
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    /* (several devices: a notice would need a key per device; not yet) */
-    if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
-        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk || ctx->ndev > 1)
-        return 0;
-    if (!ib_qp_ready(ctx, &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps])) {
-        ib_lazy_want(ep); /* the notice needs the connection */
-        return 0;
-    }
-    void *mrh;
-    rcoll_rcache_entry_t *rent =
-        rcoll_rcache_get(ctx->dev->rcache, pl->dst, pl->bytes, &mrh);
-    if (!rent) {
-        rcoll_debug(RCOLL_SUBSYS_NET, "ib: cannot register %zu bytes for a "
-                    "receive in place from rank %d (%s): through the slots",
-                    pl->bytes, ep->peer, rcoll_last_error());
-        return 0;
-    }
-    struct ibv_mr *mr = mrh;
-    ib_place_msg_t m = {.seq = pl->seq, .total = pl->total,
-                        .chunk = pl->chunk, .addr = (uintptr_t)pl->dst,
-                        .bytes = pl->bytes, .kind = pl->kind,
-                        .step = pl->step, .tag = pl->tag, .rkey = mr->rkey};
-    rcoll_msg_hdr_t h = {.kind = IB_KIND_PLACE, .len = sizeof(m)};
-    char buf[sizeof(m)];
-    memcpy(buf, &m, sizeof(m));
-    if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
-        /* no credit now (or the link failed: the next call says so) */
-        rcoll_rcache_put(ctx->dev->rcache, rent);
-        return 0;
-    }
-    ep->place[ep->nplace].pl = *pl;
-    ep->place[ep->nplace].mr = mr;
-    ep->place[ep->nplace].rent = rent;
-    ep->place[ep->nplace++].landed = 0;
-    return 1;
-}
-
-
-rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
-                            const rcoll_msg_hdr_t **hdr,
-                            const void **payload)
-{
-    ib_ep_t *ep = (ib_ep_t *)tep;
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    ib_qp_t *q;
-    for (;;) {
-        q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
-        if (q->sl.count == 0) {
-            if (ep->failed || q->ended)
-                return ib_ep_error(ep);
-            if (q->bye)
-                return rcoll__set_error(RCOLL_ERR_REMOTE,
-                                        "rank %d already destroyed the "
-                                        "communicator", ep->peer);
-            return RCOLL_INPROGRESS;
-        }
-        if (q->rx_flag[q->sl.head] != SLOT_TL)
-            break;
-        ib_recv_release(tep); /* a PLACE notice, taken when it came */
-    }
-    char *s = q->rx + (size_t)q->sl.head * ctx->stride;
-    memcpy(&ep->rx_hdr, s + IB_HDR_OFF, sizeof(ep->rx_hdr));
-    if (ep->rx_hdr.len > ctx->p.chunk_size) /* rewritten since: a mismatch */
-        ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
-    *hdr = &ep->rx_hdr;
-    *payload = s + IB_HDR;
-    if (q->rx_flag[q->sl.head] == SLOT_PLACED) {
-        /* the payload is where our receive in place wanted it */
-        const rcoll_msg_hdr_t *h = &ep->rx_hdr;
-        for (int i = 0; i < ep->nplace; i++) {
-            const rcoll_tl_place_t *pl = &ep->place[i].pl;
-            size_t off = (size_t)h->chunk * pl->chunk;
-            if (pl->seq != h->seq || pl->step != h->step ||
-                pl->kind != (h->kind & ~RCOLL_HDR_CSUM) ||
-                pl->tag != h->tag || pl->total != h->total ||
-                h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
-                h->len > pl->bytes - off)
-                continue;
-            *payload = pl->dst + off;
-            ep->place[i].landed += h->len;
-            return RCOLL_OK;
-        }
-        ib_ep_fail(ep, "protocol error: data written in place for a "
-                   "receive not posted (transfer %u chunk %u of message "
-                   "%llu)", h->step, h->chunk, (unsigned long long)h->seq);
-        return ib_ep_error(ep);
-    }
-    return RCOLL_OK;
-}
-
-void ib_recv_release(rcoll_tl_ep_t *tep)
-{
-    ib_ep_t *ep = (ib_ep_t *)tep;
-    struct rcoll_tl_ctx *ctx = ep->ctx;
-    ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
-    rcoll_lane_received(&q->st, q->rx_flag[q->sl.head] == SLOT_TL
-                                    ? sizeof(ib_place_msg_t)
-                                    : ep->rx_hdr.len);
-    q->rx_flag[q->sl.head] = SLOT_PLAIN;
-    ep->rx_seq++;
-    /* like TCP: credits go back with our next message, alone at half the
-     * slots, or when the engine idles */
-    if (rcoll_slots_release(&q->sl))
-        ib_send_credits(q);
-}
-
-int ib_recv_full(rcoll_tl_ep_t *tep)
-{
-    ib_ep_t *ep = (ib_ep_t *)tep;
-    for (int k = 0; k < ep->ctx->nqps; k++)
-        if (rcoll_slots_held(&ep->qps[k].sl))
-            return 1;
-    return 0;
 }

@@ -106,6 +106,30 @@ static void ib_fail_all(struct rcoll_tl_ctx *ctx, const char *what)
             ib_ep_fail(ctx->eps[i], "%s", what);
 }
 
+/* Device d is lost (its port down, the device failed): every queue pair
+ * on it. A peer that can fail over (ib_fo.c) goes on over its others; a
+ * peer without a queue pair on d is not concerned; the others fail. */
+static void ib_dev_lost(struct rcoll_tl_ctx *ctx, const ib_dev_t *d,
+                        const char *what)
+{
+    if (ctx->ndev == 1) {
+        ib_fail_all(ctx, what);
+        return;
+    }
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        ib_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && k < ctx->nqps && !ep->failed; k++) {
+            ib_qp_t *q = &ep->qps[k];
+            if (q->dev != d || q->down)
+                continue;
+            if (q->bye || ctx->closing)
+                q->ended = 1;
+            else if (ib_fo_down(q, what) != 0)
+                ib_ep_fail(ep, "%s", what);
+        }
+    }
+}
+
 /* One event, as it concerns this context: a port of ours down, our CQ
  * overrun or the device lost fail every peer at once (not at the
  * deadline); a queue pair of ours in error fails its peer. */
@@ -122,14 +146,14 @@ static void ib_async_handle(struct rcoll_tl_ctx *ctx, const ib_dev_t *d,
                  "this rank's device %s port %d went down "
                  "(asynchronous event %s)",
                  d->devname, e->port, name);
-        ib_fail_all(ctx, what);
+        ib_dev_lost(ctx, d, what);
         return;
     case IBV_EVENT_DEVICE_FATAL:
         snprintf(what, sizeof(what),
                  "device %s failed (asynchronous event "
                  "%s)",
                  d->devname, name);
-        ib_fail_all(ctx, what);
+        ib_dev_lost(ctx, d, what);
         return;
     case IBV_EVENT_CQ_ERR:
         if (e->obj != d->cq)
@@ -280,6 +304,8 @@ void ib_qp_ended(ib_qp_t *q, const char *why)
 {
     ib_ep_t *ep = q->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
+    if (q->down)
+        return; /* failed over already */
     q->ended = 1;
     if (q->bye || ctx->closing)
         return; /* after a goodbye: the peer closed, as it should */
@@ -294,16 +320,18 @@ void ib_qp_ended(ib_qp_t *q, const char *why)
         ib_async_read(q->dev->adev);
         ib_async_take(ctx);
     }
+    if (q->down || ep->failed)
+        return; /* the event failed it over, or failed the peer */
     struct ibv_port_attr pa;
-    if (!ep->failed &&
-        ibv_query_port(q->dev->verbs, q->dev->port, &pa) == 0 &&
+    char port[192];
+    if (ibv_query_port(q->dev->verbs, q->dev->port, &pa) == 0 &&
         pa.state != IBV_PORT_ACTIVE) {
-        ib_ep_fail(ep,
-                   "this rank's device %s port %d went down (port "
-                   "state %s)",
-                   q->dev->devname, q->dev->port,
-                   ibv_port_state_str(pa.state));
-        return;
+        snprintf(port, sizeof(port),
+                 "this rank's device %s port %d went down (port state %s)",
+                 q->dev->devname, q->dev->port, ibv_port_state_str(pa.state));
+        why = port;
     }
+    if (ep->fo && ib_fo_down(q, why) == 0)
+        return;
     ib_ep_fail(ep, "%s", why);
 }

@@ -28,7 +28,7 @@
  * and taken by the peer only above its own (so an answer lost on the way
  * cannot leave the two sides on different numbers for good); a loss
  * notice names the number, and one about an older connection, read
- * late, ends nothing. ib queue pairs do not fail over. */
+ * late, ends nothing. ib queue pairs fail over in ib_fo.c. */
 #include "transport/tcp/tcp.h"
 
 struct tcp_resend {
