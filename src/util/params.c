@@ -276,10 +276,11 @@ static const param_t params[] = {
       "peer this long, while another to it answers, is lost; 0: only "
       "errors and events count"),
     P("RAIL_RETRY", "2", "seconds", rail_retry, seconds,
-      "after RCOLL_RAIL_FAILOVER moved a lost TCP socket's traffic to the "
-      "other rails, the lower rank of the pair connects that socket again "
-      "this often, once nothing of it is left to send again; a rail that "
-      "answers carries its share again (failback); 0: never"),
+      "after RCOLL_RAIL_FAILOVER moved a lost TCP socket's (or ib queue "
+      "pair's) traffic to the other rails, the lower rank of the pair "
+      "connects it again this often, once nothing of it is left to send "
+      "again; a rail that answers carries its share again (failback); 0: "
+      "never"),
     P("CHUNK_SIZE", "512K", "size", chunk_size, size,
       "pipeline chunk = receive slot size in bytes (64 to 256M)"),
     P("NSLOTS", "4", "int", nslots, int,
@@ -356,7 +357,8 @@ static const param_t params[] = {
       "RCOLL_IB_QPS_PER_PEER to the device count or a multiple); sends "
       "then copy through staging (no zero-copy, no receive in place), and "
       "a device lost mid-job fails over (RCOLL_RAIL_FAILOVER; not with "
-      "RCOLL_IB_CONNECT=lazy, and never used again)"),
+      "RCOLL_IB_CONNECT=lazy) and is used again once it is back "
+      "(RCOLL_RAIL_RETRY)"),
     P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
       "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
       "(RoCE v2 with an IPv4 address first, never link-local)"),

@@ -484,6 +484,10 @@ nic2_add() {
             ip netns exec h$i rdma link add siwb$i type siw netdev w$i || return 1
     done
 }
+bytes() { # bytes H DEV: rx + tx bytes of DEV in h$H
+    ip -n h$1 -s -j link show dev $2 | python3 -c 'import json, sys
+s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"])'
+}
 nic2_del() {
     for i in 0 1; do
         ip netns exec h$i rdma link delete siwb$i
@@ -493,10 +497,6 @@ nic2_del() {
 }
 two_nics() {
     nic2_add || return 1
-    bytes() { # bytes H DEV: rx + tx bytes of DEV in h$H
-        ip -n h$1 -s -j link show dev $2 | python3 -c 'import json, sys
-s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"] + s["tx"]["bytes"])'
-    }
     hosts 4 29730 env $info $B/tests/test_coll -T -N 7 -C allreduce &&
         grep -q "ib: rank 3: 2 devices: siw1 (devices in several subnets" "$L/rank3.log"
     rc=$?
@@ -578,8 +578,17 @@ check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=
 # each side finds the queue pairs over it stalled for RCOLL_RAIL_TIMEOUT
 # while the others progress). Every rank ends bit-exact with no
 # asynchronous error; the warnings name the link and the peer.
+fo_ended() { # fo_ended NAME RC: a test_failover run ended bit-exact on every rank
+    echo "$1: $(( $(date +%s) - fo_t0 )) s; rank 0 $(grep -h "iterations" "$L/rank0.log" | tail -n 3 | tr '\n' ' ')"
+    [ $2 = 0 ] || { echo "$1: a rank failed"; for f in "$L"/rank*.log; do
+        echo "== $f"; grep -v "^rcoll: \|INFO\|DEBUG" "$f" | cut -c1-300 | tail -n 6; done; return 1; }
+    for r in 0 1 2 3; do
+        grep -q "bit-exact, asynchronous error OK" "$L/rank$r.log" ||
+            { echo "$1: rank $r did not end bit-exact without error"; return 1; }
+    done
+}
 ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root's) goes
-    go="$L/ibfo_go_$1"; rm -f "$go"
+    go="$L/ibfo_go_$1"; rm -f "$go"; fo_t0=$(date +%s)
     ns=""; [ "$3" = - ] || ns="-n $3"
     ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
       ip $ns link set $4 down ) &
@@ -589,17 +598,40 @@ ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root'
     rc=$?
     wait $cutter
     ip $ns link set $4 up
-    echo "$1: rank 0 $(grep -h "iterations" "$L/rank0.log" | tr '\n' ' ')"
-    [ $rc = 0 ] || { echo "$1: a rank failed"; for f in "$L"/rank*.log; do
-        echo "== $f"; grep -v "^rcoll: \|INFO\|DEBUG" "$f" | cut -c1-300 | tail -n 6; done; return 1; }
-    for r in 0 1 2 3; do
-        grep -q "bit-exact, asynchronous error OK" "$L/rank$r.log" ||
-            { echo "$1: rank $r did not end bit-exact without error"; return 1; }
-    done
+    fo_ended "$1" $rc || return 1
     for w in "$5" "$6"; do
         grep -h "$w" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
         grep -q "$w" "$L"/rank[0-3].log || { echo "$1: no warning '$w'"; return 1; }
     done
+    grep -h "queue pairs lost" "$L"/rank[0-3].log | sort | uniq -c
+}
+# failback: h1's second link goes down after the first block and comes
+# back 3 s later; once a rank says a queue pair over it is back, h0's
+# second link carries traffic again (>= 200 KB in 2 s); then h1's
+# bootstrap link goes down for good and the run ends 4 s later over the
+# second links alone: every rank bit-exact, no asynchronous error
+ib_flap() {
+    go="$L/ibfo_go_flap"; end="$L/ibfo_end_flap"; rm -f "$go" "$end" "$L/flap_w0"
+    fo_t0=$(date +%s)
+    ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
+      ip -n h1 link set w1 down; sleep 3; ip -n h1 link set w1 up
+      i=0; while ! grep -q "is back" "$L"/rank[0-3].log 2> /dev/null && [ $i -lt 300 ]; do
+          sleep 0.1; i=$((i + 1)); done
+      a=$(bytes 0 w0); sleep 2; echo $(( $(bytes 0 w0) - a )) > "$L/flap_w0"
+      ip -n h1 link set v1 down; sleep 4; touch "$end" ) &
+    cutter=$!
+    hosts 4 29763 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_RAIL_TIMEOUT=3 \
+        RCOLL_RAIL_RETRY=0.5 RCOLL_TIMEOUT=60 $B/tests/test_failover -n 1000000 -c 16384 \
+        -s "$go" -e "$end" -d 1 > /dev/null
+    rc=$?
+    wait $cutter
+    ip -n h1 link set v1 up
+    fo_ended flap $rc || return 1
+    grep -h "link siwb[01] .* is back" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
+    grep -q "link siwb[01] .* is back" "$L"/rank[0-3].log || { echo "flap: no queue pair came back"; return 1; }
+    echo "flap: h0's second link carried $(cat "$L/flap_w0") bytes in the 2 s after it came back"
+    [ "$(cat "$L/flap_w0")" -ge 200000 ] 2> /dev/null || { echo "flap: no traffic after failback"; return 1; }
+    grep -q "link siw[01] port 1 .* failed" "$L"/rank[0-3].log || { echo "flap: the bootstrap link's loss not named"; return 1; }
     grep -h "queue pairs lost" "$L"/rank[0-3].log | sort | uniq -c
 }
 ib_failover() {
@@ -609,12 +641,12 @@ ib_failover() {
     ib_cut bootstrap 29761 h1 v1 "ib: rank [13]: link siw1 port 1 .* failed (this rank's device" \
         "ib: rank [02]: link siw0 port 1 .* failed (rank [13] lost it)" && sleep 1 &&
     ib_cut between 29762 - p11 "ib: rank [0-3]: link siwb[01] port 1 .* failed (nothing heard for" \
-        "ib: rank [0-3]: link siwb[01] port 1 .* failed"
+        "ib: rank [0-3]: link siwb[01] port 1 .* failed" && sleep 1 && ib_flap
     rc=$?
     nic2_del
     return $rc
 }
-check "siw: a device lost mid-run with RCOLL_IB_NIC=all: its queue pairs fail over to the other, bit-exact, warnings name the link (the second link, the bootstrap's, a link with no event at either end)" ib_failover
+check "siw: a device lost mid-run with RCOLL_IB_NIC=all: its queue pairs fail over to the other, bit-exact, warnings name the link (the second link, the bootstrap's, a link with no event at either end); a link back is used again" ib_failover
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

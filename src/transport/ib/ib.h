@@ -108,9 +108,12 @@ typedef struct {
 /* CTRL_PING/PONG: is this queue pair alive? (ib_fo_stalls) */
 enum { CTRL_BYE = 1, CTRL_ABORT = 2, CTRL_SEEN = 3, CTRL_RAIL = 4,
        CTRL_PING = 5, CTRL_PONG = 6 };
-/* CTRL_RAIL's argument: the code, and the lost queue pair's index above */
+/* CTRL_RAIL's argument: the code, the lost queue pair's index, and how
+ * many times it was lost (mod 256: a late notice of a loss already
+ * mended ends nothing) */
 #define CTRL_CODE(a) ((a) & 15U)
-#define CTRL_QP(a) ((int)((a) >> 4))
+#define CTRL_QP(a) ((int)(((a) >> 4) & 15U))
+#define CTRL_GEN(a) ((unsigned)((a) >> 8) & 0xffU)
 #define IB_MAX_CREDITS 0x3fff
 
 /* what a work request was, in its wr_id: the QP's index above, then the
@@ -181,6 +184,12 @@ typedef struct {
                                  takes an entry of the CQ until polled) */
     /* failover (ib_fo.c) */
     int down;                 /* lost: its messages went over the others */
+    unsigned nlost;           /* times it was lost */
+    int fresh;                /* lost, and its old QP gone: connects again
+                                 (the lower rank, from retry_at) */
+    double retry_at, conn_at; /* the next attempt; this one's start */
+    int probe;                /* iWARP: its reachability probe's fd + 1 */
+    double probe_at;
     double t_prog;            /* the peer was last heard on it (or its
                                  first send after none was outstanding) */
     double ping_at;           /* a CTRL_PING went then */
@@ -305,6 +314,8 @@ struct rcoll_tl_ctx {
     struct rdma_event_channel *ech;
     rcoll_ev_handler_t ech_h;
     int nfatal;               /* QPs with `fatal` set (ib_progress) */
+    int npolled;              /* completions handled since the engine's
+                                 last turn (ib_polled) */
     ib_ep_t **eps;            /* by rank */
     ib_qp_t **qps;            /* every QP, by gidx */
     int nq;
@@ -319,8 +330,8 @@ struct rcoll_tl_ctx {
      * pairs lost; copies dropped; the last look for stalls */
     int nfo;                  /* eps that can fail over */
     int fo_work;
-    uint64_t n_lost, n_dups;
-    double stall_at;
+    uint64_t n_lost, n_back, n_dups;
+    double stall_at, rejoin_at;
 };
 
 typedef struct ib_ureg {
@@ -340,8 +351,9 @@ typedef struct __attribute__((packed)) {
     uint32_t rkey;
     uint32_t imm;             /* 1: this end can take immediates */
     uint64_t addr;
+    uint32_t nlost;           /* failback: times the queue pair was lost */
     uint64_t mac;             /* siphash(secret, all of the above) */
-} ib_conn_data_t;             /* 48 bytes: IB's REQ carries 56 */
+} ib_conn_data_t;             /* 52 bytes: IB's REQ carries 56 */
 
 /* ---- ib_lazy.c: connections on first use (RCOLL_IB_CONNECT=lazy) ---- */
 /* The cm events after set-up (requests, our attempts' steps, disconnects) */
@@ -524,6 +536,12 @@ int ib_fo_peek(ib_ep_t *ep, const char **msg);
 ib_qp_t *ib_fo_taken(ib_ep_t *ep);
 /* 1 while some ep has notices or resends left to post */
 int ib_fo_busy(const struct rcoll_tl_ctx *ctx);
+/* Failback: 1 if lost q holds nothing this side still needs (no resend
+ * from its staging left, the peer told, no message in its slots); its
+ * state made new once its old QP is gone (ib_lazy.c); it is up again */
+int ib_fo_quiet(const ib_qp_t *q);
+void ib_fo_renew(ib_qp_t *q);
+void ib_fo_back(ib_qp_t *q);
 void ib_fo_free(ib_ep_t *ep);
 
 /* ---- ib_fail.c ---- */

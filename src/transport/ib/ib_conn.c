@@ -135,6 +135,7 @@ static void ib_conn_data_fill(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
     d->rkey = q->rx_mr->rkey;
     d->imm = (uint32_t)q->dev->imm_ok;
     d->addr = (uint64_t)(uintptr_t)q->rx;
+    d->nlost = q->nlost;
     conn_data_seal(ctx, d);
 }
 
@@ -152,6 +153,11 @@ static rcoll_status_t ib_conn_data_apply(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
             d->nslots);
     q->raddr = d->addr;
     q->rkey = d->rkey;
+    /* both sides count the same losses from here (a loss one side saw
+     * alone, such as an attempt that died after the other's ESTABLISHED,
+     * would make every later notice of the other's look old) */
+    if (d->nlost > q->nlost)
+        q->nlost = d->nlost;
     q->imm = q->dev->imm_ok && d->imm;
     return RCOLL_OK;
 }
@@ -278,6 +284,20 @@ const char *ib_rej_str(int reason)
     return "no reason given (nobody listening, or its backlog full)";
 }
 
+/* A failback attempt we accepted (ib_fo.c) that failed fails nothing: its
+ * id stays with q until ib_lazy.c drops it (IB_REJOIN_WAIT) */
+static rcoll_status_t ib_cm_failback_err(struct rcoll_tl_ctx *ctx, ib_qp_t *q,
+                                         rcoll_status_t st)
+{
+    if (!q->down)
+        return st;
+    rcoll_debug(RCOLL_SUBSYS_NET,
+                "ib: rank %d: accepting lost queue pair %d "
+                "of rank %d again: %s",
+                ctx->p.rank, q->idx, q->ep->peer, rcoll_last_error());
+    return RCOLL_OK;
+}
+
 /* CONNECT_REQUEST (passive side): a lower rank's QP (lazy: any rank's),
  * accepted with our ring. One not from this job, or a duplicate, is
  * rejected and its id destroyed: then *gone is set (the event is acked
@@ -326,7 +346,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
               : ctx->lazy && nq->active && !nq->up ? IB_REJ_TIE
                                                    : IB_REJ_DUP;
     if (rej) {
-        if (!nq || (rej == IB_REJ_DUP && !ctx->lazy))
+        if (!nq || (rej == IB_REJ_DUP && !ctx->lazy && !nq->down))
             rcoll_warn("ib: rank %d rejected a connection request: %s (%s)",
                        r, ib_rej_str(rej), why);
         ib_cm_reject(id, rej);
@@ -347,6 +367,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
     }
     nq->id = id;
     id->context = nq;
+    nq->conn_at = rcoll_time_sec();
     rcoll_status_t st = ib_conn_data_apply(ctx, nq, &d);
     if (st == RCOLL_OK)
         st = ib_qp_create(ctx, nq, id);
@@ -354,7 +375,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
         st = ib_qp_post_recvs(nq);
     if (st != RCOLL_OK) {
         ib_cm_reject(id, IB_REJ_SETUP); /* heard now, not at its timeout */
-        return st;
+        return ib_cm_failback_err(ctx, nq, st);
     }
     ib_conn_data_fill(ctx, nq, &d);
     d.imm = (uint32_t)nq->imm; /* the decision, for the other end */
@@ -364,9 +385,11 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
         .responder_resources = 1, .initiator_depth = 1,
         .retry_count = 7, .rnr_retry_count = 7};
     if (rdma_accept(id, &cp) != 0)
-        return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_accept from %s: "
-                                "%s", ib_peer_str(ctx, d.from, ps, sizeof(ps)),
-                                strerror(errno));
+        return ib_cm_failback_err(
+            ctx, nq,
+            rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: rdma_accept from %s: %s",
+                             ib_peer_str(ctx, d.from, ps, sizeof(ps)),
+                             strerror(errno)));
     return RCOLL_OK;
 }
 

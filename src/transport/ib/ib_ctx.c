@@ -124,7 +124,8 @@ static rcoll_status_t ib_ctx_arm(struct rcoll_tl_ctx *ctx)
 {
     int fl = fcntl(ctx->ech->fd, F_GETFL);
     fcntl(ctx->ech->fd, F_SETFL, fl | O_NONBLOCK);
-    ctx->ech_h.cb = ctx->lazy ? ib_lazy_event : ib_cm_event;
+    /* (failover's failback connects after set-up, as lazy does) */
+    ctx->ech_h.cb = ctx->lazy || ctx->nfo ? ib_lazy_event : ib_cm_event;
     struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &ctx->ech_h};
     if (epoll_ctl(ctx->p.epfd, EPOLL_CTL_ADD, ctx->ech->fd, &e2) != 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "ib: epoll_ctl: %s",
@@ -327,6 +328,8 @@ static void ib_ctx_unhook(struct rcoll_tl_ctx *ctx)
 /* One QP disconnected and destroyed, its memory deregistered and freed. */
 static void ib_qp_free(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
+    if (q->probe) /* (failback: ib_lazy.c) */
+        close(q->probe - 1);
     if (q->id) {
         if (q->up)
             rdma_disconnect(q->id);
@@ -504,10 +507,11 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
     if (ctx->nfo)
         fprintf(
             f,
-            "rcoll:     %d peers can fail over; %llu queue pairs "
-            "lost, %llu copies dropped\n",
+            "rcoll:     %d peers can fail over; %llu queue pairs lost, "
+            "%llu back, %llu copies dropped\n",
             ctx->nfo,
             (unsigned long long)__atomic_load_n(&ctx->n_lost, __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&ctx->n_back, __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&ctx->n_dups,
                                                 __ATOMIC_RELAXED));
     rcoll_lanes_print(f, "QP k of every peer", n, sum);

@@ -23,7 +23,7 @@ static void ib_words_str(const ib_qp_t *q, char *buf, size_t len)
 
 /* A RAIL notice on q: the peer lost its queue pair k; its next new
  * message is numbered `upto` (in our control area) */
-static void ib_rail_notice(ib_qp_t *q, int k)
+static void ib_rail_notice(ib_qp_t *q, int k, unsigned gen)
 {
     ib_ep_t *ep = q->ep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
@@ -39,7 +39,10 @@ static void ib_rail_notice(ib_qp_t *q, int k)
     }
     if (upto > ep->peer_upto)
         ep->peer_upto = upto;
-    if (!ep->qps[k].down) {
+    /* its loss count: one more than ours is a new loss; ours or less, one
+     * we know of (or mended already) */
+    if (!ep->qps[k].down &&
+        (signed char)(unsigned char)(gen - ep->qps[k].nlost) > 0) {
         char why[96];
         snprintf(why, sizeof(why), "rank %d lost it", ep->peer);
         if (ib_fo_down(&ep->qps[k], why) != 0)
@@ -107,7 +110,7 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
         } else if (IMM_ARG(w) == CTRL_SEEN) {
             q->seen = 1;
         } else if (CTRL_CODE(IMM_ARG(w)) == CTRL_RAIL) {
-            ib_rail_notice(q, CTRL_QP(IMM_ARG(w)));
+            ib_rail_notice(q, CTRL_QP(IMM_ARG(w)), CTRL_GEN(IMM_ARG(w)));
         } else if (IMM_ARG(w) == CTRL_PING) {
             if (!q->ended)
                 ib_post_note(q, IMM(IMM_CTRL, 0, CTRL_PONG));
@@ -196,8 +199,11 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
         uint32_t w = wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM
                          ? ntohl(wc->imm_data)
                          : q->rbuf[idx];
-        if (!q->ended && ib_post_recv(q, idx) != 0)
+        /* (a failback's new QP: ended until it is back) */
+        if ((!q->ended || q->fresh) && ib_post_recv(q, idx) != 0)
             ib_qp_ended(q, "cannot repost a receive");
+        if (q->fresh && q->up && !q->active)
+            ib_fo_back(q); /* failback, passive side: the greeting came */
         ib_handle_word(q, w);
     }
 }
@@ -252,15 +258,27 @@ int ib_poll(struct rcoll_tl_ctx *ctx)
         ctx->nfatal = 0;
         ib_fatal_apply(ctx);
     }
+    ctx->npolled += total;
     return total;
+}
+
+/* The completions handled since the engine last asked, wherever they were
+ * polled (also in a connection's steps or a send waiting for room): what
+ * they brought must be looked at before the engine sleeps. */
+static int ib_polled(struct rcoll_tl_ctx *ctx)
+{
+    int n = ctx->npolled;
+    ctx->npolled = 0;
+    return n;
 }
 
 int ib_progress(rcoll_tl_ctx_t *ctx)
 {
-    int n = ib_poll(ctx);
+    ib_poll(ctx);
     ib_async_take(ctx);
     if (ctx->nfatal)
-        n += ib_poll(ctx); /* which ends the QPs the events failed */
+        ib_poll(ctx); /* which ends the QPs the events failed */
+    int n = ib_polled(ctx);
     if (ctx->nfo)
         n += ib_fo_turn(ctx);
     return n;
@@ -294,7 +312,8 @@ int ib_idle(rcoll_tl_ctx_t *ctx)
             d->cq_armed = 1;
         }
     }
-    return ib_poll(ctx) + (ctx->nfo ? ib_fo_turn(ctx) : 0);
+    ib_poll(ctx);
+    return ib_polled(ctx) + (ctx->nfo ? ib_fo_turn(ctx) : 0);
 }
 
 /* 1 if q has room for the message now (credit, staging slot, send queue,
@@ -347,8 +366,9 @@ static void ib_fo_tell(ib_ep_t *ep)
                 continue;
             q->sq_free--;
             ib_cq_posted(q, 1);
-            if (ib_post_note(
-                    q, IMM(IMM_CTRL, 0, CTRL_RAIL | (unsigned)k << 4)) == 0)
+            unsigned a =
+                CTRL_RAIL | (unsigned)k << 4 | (ep->qps[k].nlost & 0xffU) << 8;
+            if (ib_post_note(q, IMM(IMM_CTRL, 0, a)) == 0)
                 told = 1;
         }
         if (!told)

@@ -21,8 +21,14 @@
  *    is dropped; one numbered below the peer's `upto` that heads a queue
  *    pair while the next is missing is moved aside (at most the messages
  *    in flight at the loss), so that the resends behind it get through.
- * Not yet: failback (a lost queue pair stays down for the communicator's
- * life), and failover with connections on first use (lazy). */
+ * Failback: a lost queue pair whose side is quiet (ib_fo_quiet) drops its
+ * old QP and starts its state afresh (ib_fo_renew); the lower rank of the
+ * pair connects it again every RCOLL_RAIL_RETRY seconds, the higher
+ * accepts once its own side is fresh too (else it refuses as a duplicate
+ * and the lower tries later: ib_lazy.c), and once up it carries its share
+ * again (ib_fo_back). Each loss is counted on both sides, and a notice
+ * names the count, so a late notice of a loss already mended ends
+ * nothing. Not yet: failover with connections on first use (lazy). */
 #include "transport/ib/ib.h"
 
 int ib_fo_able(const struct rcoll_tl_ctx *ctx, const ib_ep_t *ep)
@@ -81,6 +87,7 @@ int ib_fo_down(ib_qp_t *q, const char *why)
         return 0;
     q->down = 1;
     q->ended = 1;
+    q->nlost++;
     int live = ib_fo_live(ep);
     if (!ep->fo || live == 0)
         return -1;
@@ -235,6 +242,48 @@ int ib_fo_busy(const struct rcoll_tl_ctx *ctx)
             return 1;
     }
     return 0;
+}
+
+int ib_fo_quiet(const ib_qp_t *q)
+{
+    const ib_ep_t *ep = q->ep;
+    if ((ep->tell & (1u << q->idx)) || q->sl.count)
+        return 0;
+    for (int i = ep->rs_head; i < ep->nrs; i++)
+        if (ep->rs[i].qidx == q->idx)
+            return 0;
+    return 1;
+}
+
+void ib_fo_renew(ib_qp_t *q)
+{
+    struct rcoll_tl_ctx *ctx = q->ep->ctx;
+    int n = ctx->p.nslots;
+    rcoll_slots_init(&q->sl, n);
+    q->tx_seq = q->tx_done = 0;
+    memset(q->rx_flag, 0, (size_t)n);
+    q->up = q->bye = q->aborted = q->told = q->seen = q->heard = 0;
+    q->nwords = 0;
+    q->t_prog = q->ping_at = 0;
+    q->fresh = 1;
+    q->retry_at = rcoll_time_sec() + rcoll_config.rail_retry;
+}
+
+void ib_fo_back(ib_qp_t *q)
+{
+    ib_ep_t *ep = q->ep;
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    q->down = q->ended = q->fresh = 0;
+    q->t_prog = rcoll_time_sec();
+    rcoll_lane_add(&ctx->n_back, 1);
+    char ra[INET_ADDRSTRLEN] = "?";
+    if (ctx->raddrs && q->rdev < ctx->raddrs[ep->peer].n)
+        inet_ntop(AF_INET, &ctx->raddrs[ep->peer].a[q->rdev].sin_addr, ra,
+                  sizeof(ra));
+    rcoll_warn("ib: rank %d: link %s port %d (%s) to rank %d at %s, queue "
+               "pair %d, is back: it carries its share again",
+               ctx->p.rank, q->dev->devname, q->dev->port, q->dev->addr_str,
+               ep->peer, ra, q->idx);
 }
 
 void ib_fo_free(ib_ep_t *ep)

@@ -14,12 +14,116 @@
  * Refused for any other reason (closing, failed, no listener), an
  * unreachable peer, or no connection within RCOLL_TIMEOUT: the peer is
  * failed by name. On iWARP the acceptor waits for
- * the initiator's greeting before it sends (ib_qp_ready). */
+ * the initiator's greeting before it sends (ib_qp_ready).
+ *
+ * The same events connect a queue pair again after failover lost it
+ * (failback, ib_fo.c; with connections at init too): lazy_rejoin drops a
+ * lost queue pair's old QP once its side is quiet and, on the lower rank,
+ * starts an attempt every RCOLL_RAIL_RETRY seconds; a refused or failed
+ * attempt only waits for the next, and one not up within IB_REJOIN_WAIT
+ * is dropped. */
 #include "transport/ib/ib.h"
 
 /* After a lower-ranked peer refused our attempt (its own is under way),
  * how long its request may take to come before ours tries again. */
 #define IB_AWAIT_S 5.0
+/* A failback attempt (either side) not up by then is dropped. */
+#define IB_REJOIN_WAIT 10.0
+
+/* An attempt of ours, or one we accepted, dropped: its completions polled
+ * first (they leave the CQ before it goes) */
+static void lazy_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
+{
+    ib_poll(ctx);
+    ib_cm_drop(ctx, q);
+}
+
+/* iWARP's rdma_connect blocks in the kernel until the TCP connection
+ * under it is up (siw: over a minute for a peer out of reach), so before a
+ * failback attempt a plain TCP socket from the device's address connects,
+ * without blocking, to the peer's listener (which drops it when it
+ * closes): 1 once that succeeded (start now), 0 while it is under way or
+ * after it failed (then the next try is in RCOLL_RAIL_RETRY seconds). */
+static int lazy_probe(struct rcoll_tl_ctx *ctx, ib_qp_t *q, double now)
+{
+    double retry = rcoll_config.rail_retry;
+    if (q->dev->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+        return 1;
+    if (!q->probe) {
+        struct sockaddr_in src = q->dev->addr;
+        src.sin_port = 0;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0 &&
+            (connect(fd,
+                     (struct sockaddr *)&ctx->raddrs[q->ep->peer].a[q->rdev],
+                     sizeof(struct sockaddr_in)) == 0 ||
+             errno == EINPROGRESS)) {
+            q->probe = fd + 1;
+            q->probe_at = now;
+            return 0;
+        }
+        if (fd >= 0)
+            close(fd);
+        q->retry_at = now + retry;
+        return 0;
+    }
+    struct pollfd pf = {.fd = q->probe - 1, .events = POLLOUT};
+    int err = -1;
+    socklen_t len = sizeof(err);
+    if (poll(&pf, 1, 0) > 0)
+        getsockopt(pf.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    else if (now - q->probe_at < 1.0)
+        return 0;
+    close(pf.fd);
+    q->probe = 0;
+    if (err == 0)
+        return 1;
+    q->retry_at = now + retry;
+    return 0;
+}
+
+/* Failback's turn, ten times a second (see the top). */
+static void lazy_rejoin(struct rcoll_tl_ctx *ctx)
+{
+    double now = rcoll_time_sec(), retry = rcoll_config.rail_retry;
+    if (retry <= 0 || ctx->closing || now < ctx->rejoin_at ||
+        ctx->n_lost == ctx->n_back)
+        return;
+    ctx->rejoin_at = now + 0.1;
+    for (int g = 0; g < ctx->nq; g++) {
+        ib_qp_t *q = ctx->qps[g];
+        if (!q->down || q->ep->failed)
+            continue;
+        if (!q->fresh) {
+            if (ib_fo_quiet(q)) {
+                lazy_drop(ctx, q);
+                ib_fo_renew(q);
+            }
+        } else if (q->id) { /* (back clears fresh: not back in time) */
+            if (now - q->conn_at > IB_REJOIN_WAIT) {
+                lazy_drop(ctx, q);
+                q->retry_at = now + retry;
+            }
+        } else if (q->ep->peer > ctx->p.rank && now >= q->retry_at &&
+                   lazy_probe(ctx, q, now)) {
+            q->active = 1;
+            q->cm_tries = 0;
+            q->conn_at = now;
+            if (ib_cm_start(ctx, q) != RCOLL_OK) {
+                rcoll_debug(RCOLL_SUBSYS_NET,
+                            "ib: rank %d: connecting lost "
+                            "queue pair %d to rank %d again: %s",
+                            ctx->p.rank, q->idx, q->ep->peer,
+                            rcoll_last_error());
+                if (q->id)
+                    rdma_destroy_id(q->id);
+                q->id = NULL;
+                q->active = 0;
+                q->retry_at = now + retry;
+            }
+        }
+    }
+}
 
 /* Starts q's attempt: its ring (on first use), then rdma_cm's address
  * resolution; the events do the rest. An error fails the peer. */
@@ -44,6 +148,8 @@ static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 
 void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
 {
+    if (ctx->nfo)
+        lazy_rejoin(ctx);
     if (ctx->npend == 0 || ctx->closing)
         return;
     double now = rcoll_time_sec();
@@ -83,8 +189,16 @@ static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q, int reason)
 {
     char ps[128];
     ib_ep_t *ep = q->ep;
-    ib_poll(ctx); /* its flushed requests leave the CQ before it goes */
-    ib_cm_drop(ctx, q);
+    lazy_drop(ctx, q);
+    if (q->down) { /* failback: the next attempt, in its time */
+        rcoll_debug(RCOLL_SUBSYS_NET,
+                    "ib: rank %d: %s refused lost queue "
+                    "pair %d: %s",
+                    ctx->p.rank, ib_peer_str(ctx, ep->peer, ps, sizeof(ps)),
+                    q->idx, ib_rej_str(reason));
+        q->retry_at = rcoll_time_sec() + rcoll_config.rail_retry;
+        return;
+    }
     if (reason == IB_REJ_NONE ||
         (ep->peer < ctx->p.rank &&
          (reason == IB_REJ_TIE || reason == IB_REJ_CUT))) {
@@ -123,6 +237,8 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
             st = ib_cm_established(ctx, q, ev);
         if (st == RCOLL_OK)
             q->up = 1;
+        if (st == RCOLL_OK && q->down && ib_qp_ready(ctx, q))
+            ib_fo_back(q); /* failback (passive: at the greeting) */
         if (st == RCOLL_OK && q->early_err) { /* failed before it was up */
             char why[128];
             snprintf(why, sizeof(why), "a work request failed while "
@@ -154,10 +270,20 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
     default:
         if (q->up) /* (ADDR_CHANGE and the like: as at init, ignored) */
             return;
+        if (q->down) { /* failback: unreachable still */
+            *refused = q;
+            *reason = IB_REJ_NONE;
+            return;
+        }
         st = rcoll__set_error(RCOLL_ERR_REMOTE, "connecting to %s: %s "
                               "(status %d)", ib_peer_str(ctx, q->ep->peer, ps,
                               sizeof(ps)), rdma_event_str(ev->event),
                               ev->status);
+    }
+    if (st != RCOLL_OK && q->down && !q->up) {
+        *refused = q; /* failback: the next attempt, in its time */
+        *reason = IB_REJ_SETUP;
+        return;
     }
     if (st != RCOLL_OK && !q->ep->failed)
         ib_ep_fail(q->ep, "%s", rcoll_last_error());
@@ -196,9 +322,13 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             ib_cm_drop(ctx, redo);
             redo->active = 1;
             redo->cm_tries++;
-            if (ib_cm_start(ctx, redo) != RCOLL_OK)
-                ib_ep_fail(redo->ep, "connecting on first use: %s",
-                           rcoll_last_error());
+            if (ib_cm_start(ctx, redo) != RCOLL_OK) {
+                if (!redo->down)
+                    ib_ep_fail(redo->ep, "connecting on first use: %s",
+                               rcoll_last_error());
+                else /* failback: the next attempt, in its time */
+                    lazy_refused(ctx, redo, IB_REJ_SETUP);
+            }
         }
     }
 }
