@@ -6,14 +6,16 @@
  * shows the stall when a rail fails and the rate after it; at the end,
  * whether the communicator's asynchronous error is still RCOLL_OK.
  * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-e FILE] [-d 1]
- *                      [-p MS]
+ *                      [-p MS] [-a 1]
  * -s FILE: rank 0 creates FILE after the first block (the script cuts the
  * link once it exists); -e FILE: the run ends after the block in which
  * rank 0 found FILE (an all-reduce of its flag: every rank stops at the
  * same iteration), or at ITERS; -d 1: each rank dumps its communicator's state
  * (transport counters) at the end; -p MS: rank 1 sleeps MS milliseconds
  * after iteration 50 with its peers' data in flight (a stopped rank, not
- * a lost link). Exits 1 on a wrong result or an error. */
+ * a lost link); -a 1: every 4th iteration (the others) also an
+ * all-to-all of blocks of COUNT / ranks elements (receives in place over
+ * ib). Exits 1 on a wrong result or an error. */
 #include <rcoll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +42,7 @@ static int32_t val(int r, size_t j, int i)
 
 int main(int argc, char **argv)
 {
-    int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0;
+    int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0, a2a = 0;
     size_t count = 65536;
     const char *start = NULL, *endf = NULL;
     for (int a = 1; a + 1 < argc; a += 2) {
@@ -56,6 +58,8 @@ int main(int argc, char **argv)
             dump = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "-p"))
             pause_ms = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "-a"))
+            a2a = atoi(argv[a + 1]);
     }
     rcoll_comm_t c;
     if (rcoll_comm_init_env(&c) != RCOLL_OK) {
@@ -113,6 +117,27 @@ int main(int argc, char **argv)
                     if (all[(size_t)r * count + j] != val(r, j, i)) {
                         printf("rank %d iteration %d: all-gather block %d "
                                "element %zu is wrong\n", rank, i, r, j);
+                        bad = 1;
+                        break;
+                    }
+        }
+        size_t b = count / (size_t)n; /* all-to-all block */
+        if (a2a && i % 4 == 2 && b && !bad) {
+            st = rcoll_alltoall(in, all, b, RCOLL_INT32, c, NULL);
+            if (st != RCOLL_OK) {
+                printf("rank %d iteration %d: all-to-all: %s\n", rank, i,
+                       rcoll_last_error());
+                bad = 1;
+                break;
+            }
+            /* block r came from rank r: its inputs' block `rank` */
+            for (int r = 0; r < n && !bad; r++)
+                for (size_t j = 0; j < b; j++)
+                    if (all[(size_t)r * b + j] !=
+                        val(r, (size_t)rank * b + j, i)) {
+                        printf("rank %d iteration %d: all-to-all block %d "
+                               "element %zu is wrong\n",
+                               rank, i, r, j);
                         bad = 1;
                         break;
                     }

@@ -151,6 +151,7 @@ static void test_ib_fo_order(void)
         q[k].ep = &ep;
         q[k].idx = k;
         q[k].rx = calloc(8, c.stride);
+        q[k].rx_flag = calloc(8, 1);
         rcoll_slots_init(&q[k].sl, 8);
     }
     /* queue pair 1 was lost after 1 arrived and 3 did not; 1 and 3 came
@@ -189,9 +190,34 @@ static void test_ib_fo_order(void)
     const char *m;
     CHECK(ib_fo_peek(&ep, &m) == 0 && ep.naside == 0 && q[0].sl.count == 1,
           "ib failover: message 7 moved aside while 6 is missing");
+    /* a message written in place (8) moved aside keeps its kind, and so
+     * does one taken from its slot: the peer's upto is now 9, and 8 heads
+     * queue pair 1 before the missing 6 */
+    int at = rcoll_slots_next(&q[1].sl);
+    ib_fo_put(&c, &q[1], 8);
+    q[1].rx_flag[at] = SLOT_PLACED;
+    at = rcoll_slots_next(&q[1].sl);
+    ib_fo_put(&c, &q[1], 6);
+    q[1].rx_flag[at] = SLOT_TL;
+    ep.peer_upto = 9;
+    int flags[3] = {-1, -1, -1}, k = 0;
+    while (k < 3 && ib_fo_peek(&ep, &m) == 1) {
+        flags[k++] = ep.rx_flag;
+        ib_qp_t *t = ib_fo_taken(&ep);
+        if (t)
+            rcoll_slots_release(&t->sl);
+    }
+    CHECK(k == 3 && flags[0] == SLOT_TL && flags[1] == SLOT_PLAIN &&
+              flags[2] == SLOT_PLACED && ep.naside == 0,
+          "ib failover: messages 6-8 taken as %d %d %d (expected %d %d %d), "
+          "%d left aside",
+          flags[0], flags[1], flags[2], SLOT_TL, SLOT_PLAIN, SLOT_PLACED,
+          ep.naside);
     ib_fo_free(&ep);
-    free(q[0].rx);
-    free(q[1].rx);
+    for (int k = 0; k < 2; k++) {
+        free(q[k].rx);
+        free(q[k].rx_flag);
+    }
 }
 #else
 static void test_ib_lanes(void)

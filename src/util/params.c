@@ -273,7 +273,9 @@ static const param_t params[] = {
       "stays shut, a process that does not read at all: raise it to stop "
       "a rank in a debugger); 0: the kernel's default (minutes). ib: a "
       "queue pair with messages outstanding that hears nothing from the "
-      "peer this long, while another to it answers, is lost; 0: only "
+      "peer this long, while another to it answers, is lost, and so is one "
+      "not connected this long after its first attempt on first use "
+      "(RCOLL_IB_CONNECT=lazy) while another to the peer is; 0: only "
       "errors and events count"),
     P("RAIL_RETRY", "2", "seconds", rail_retry, seconds,
       "after RCOLL_RAIL_FAILOVER moved a lost TCP socket's (or ib queue "

@@ -301,7 +301,7 @@ rcache_ib() {
     hosts 2 29743 env RCOLL_TRANSPORTS=ib RCOLL_DEBUG=info RCOLL_DEBUG_SUBSYS=net \
         $B/tests/test_rcache comm || return 1
     grep -h "registration cache" "$L"/rank*.log
-    grep -q "registration cache: .* [1-9][0-9]* invalidated" "$L"/rank*.log || return 1
+    grep -q "registration cache (.*): .* [1-9][0-9]* invalidated" "$L"/rank*.log || return 1
     # the dump's counters (rcoll-info -p): hits from the buffer used 4
     # times, on both ranks, and the lanes' sent and received bytes
     [ "$(grep -l "rcoll:     registration cache: [1-9][0-9]* hits" "$L"/rank[01].log | wc -l)" = 2 ] || return 1
@@ -536,7 +536,9 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
     # RCOLL_IB_NIC=all: every rank opens both devices, and queue pair k of
     # a pair runs over the k-th device pair on one subnet (siw to siw over
     # the v links, siwb to siwb over the w links); eager and lazy set-up,
-    # bit-exact, and both of h0's links carry >= 20% of the bytes
+    # bit-exact, and both of h0's links carry >= 20% of the bytes; receives
+    # in place through a key per device (eager), zero-copy sends through
+    # each queue pair's device (lazy, failover off)
     all_split=""
     if [ $rc = 0 ]; then
         v0=$(bytes 0 v0); w0=$(bytes 0 w0)
@@ -545,14 +547,26 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
             -C allreduce,allgather,reduce_scatter,alltoall,broadcast &&
             grep -q "ib: rank 0 also on siwb0 port 1 .*, [1-9][0-9]* of its queue pairs" "$L/rank0.log" ||
             all_split="RCOLL_IB_NIC=all: failed, or rank 0 not also on siwb0"
+        # (large point-to-point messages: their receives are posted in
+        # place before the sender's go-ahead, so some data lands there)
+        [ -z "$all_split" ] && { hosts 4 29752 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 \
+            RCOLL_IB_PLACE_MIN=64K $info $B/tests/test_p2p -e 1048576 ||
+            all_split="RCOLL_IB_NIC=all, point to point: failed"; }
+        grep -h "written in place" "$L"/rank[0-3].log | head -n 1
+        [ -z "$all_split" ] && ! grep -q "[1-9][0-9]* written in place" "$L"/rank[0-3].log &&
+            all_split="RCOLL_IB_NIC=all, point to point: nothing written in place"
         ava=$(( $(bytes 0 v0) - v0 )); awa=$(( $(bytes 0 w0) - w0 ))
         echo "RCOLL_IB_NIC=all: h0's links: v0 $ava bytes, w0 $awa bytes"
         [ -z "$all_split" ] && { [ $((ava + awa)) -ge 1000000 ] &&
             [ $((ava * 5)) -ge $((ava + awa)) ] && [ $((awa * 5)) -ge $((ava + awa)) ] ||
             all_split="RCOLL_IB_NIC=all: not both links carried the traffic"; }
         [ -z "$all_split" ] && { hosts 4 29751 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 \
-            RCOLL_IB_CONNECT=lazy $info $B/tests/test_coll -T -N 70000 -C allreduce,alltoall ||
+            RCOLL_IB_CONNECT=lazy RCOLL_RAIL_FAILOVER=0 $info $B/tests/test_coll -T -N 70000 \
+            -C allreduce,alltoall ||
             all_split="RCOLL_IB_NIC=all, connections on first use: failed"; }
+        grep -h "zero-copy from" "$L"/rank0.log | head -n 1
+        [ -z "$all_split" ] && ! grep -q "[1-9][0-9]* zero-copy from registered memory" "$L"/rank0.log &&
+            all_split="RCOLL_IB_NIC=all, connections on first use: no zero-copy send"
     fi
     nic2_del
     [ $rc = 0 ] || return 1
@@ -570,8 +584,9 @@ print(" ".join(str(x) for x in d), sum(d))' "$L/before.json" "$L/after.json")
 check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=spread; auto keeps two subnets apart), two channels send and receive on both; every rank on both (RCOLL_IB_NIC=all)" two_nics
 
 # Surviving a device (RCOLL_IB_NIC=all, two queue pairs per peer, one
-# over each device pair): 4 ranks on 2 hosts run test_failover (all-reduce
-# and all-gather, each result checked); after its first block of 50 a link
+# over each device pair): 4 ranks on 2 hosts run test_failover (all-reduce,
+# all-gather and all-to-all, 256 KiB each, every result checked; the
+# all-to-all's 64 KiB blocks received in place); after its first block of 50 a link
 # goes down for good: h1's second link (w1: h1's ranks get siwb1's port
 # event, h0's learn it from their notices), h1's bootstrap link (v1, siw1),
 # and the bridge's end of h1's second link (p11: no event at either end,
@@ -586,6 +601,10 @@ fo_ended() { # fo_ended NAME RC: a test_failover run ended bit-exact on every ra
         grep -q "bit-exact, asynchronous error OK" "$L/rank$r.log" ||
             { echo "$1: rank $r did not end bit-exact without error"; return 1; }
     done
+    # (receives in place, RCOLL_IB_PLACE_MIN=64K: some data was written there)
+    grep -ho "[0-9]* sends, .* written in place" "$L"/rank[0-3].log | tr '\n' ';'; echo
+    grep -q "[1-9][0-9]* written in place" "$L"/rank[0-3].log ||
+        { echo "$1: nothing written in place"; return 1; }
 }
 ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root's) goes
     go="$L/ibfo_go_$1"; rm -f "$go"; fo_t0=$(date +%s)
@@ -594,7 +613,8 @@ ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root'
       ip $ns link set $4 down ) &
     cutter=$!
     hosts 4 $2 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_RAIL_TIMEOUT=3 \
-        RCOLL_TIMEOUT=60 $B/tests/test_failover -n 150 -c 16384 -s "$go" -d 1 > /dev/null
+        RCOLL_IB_PLACE_MIN=64K RCOLL_TIMEOUT=60 $B/tests/test_failover -n 150 -c 65536 -a 1 \
+        -s "$go" -d 1 > /dev/null
     rc=$?
     wait $cutter
     ip $ns link set $4 up
@@ -621,7 +641,7 @@ ib_flap() {
       ip -n h1 link set v1 down; sleep 4; touch "$end" ) &
     cutter=$!
     hosts 4 29763 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_RAIL_TIMEOUT=3 \
-        RCOLL_RAIL_RETRY=0.5 RCOLL_TIMEOUT=60 $B/tests/test_failover -n 1000000 -c 16384 \
+        RCOLL_RAIL_RETRY=0.5 RCOLL_IB_PLACE_MIN=64K RCOLL_TIMEOUT=60 $B/tests/test_failover -n 1000000 -c 65536 -a 1 \
         -s "$go" -e "$end" -d 1 > /dev/null
     rc=$?
     wait $cutter
@@ -647,6 +667,41 @@ ib_failover() {
     return $rc
 }
 check "siw: a device lost mid-run with RCOLL_IB_NIC=all: its queue pairs fail over to the other, bit-exact, warnings name the link (the second link, the bootstrap's, a link with no event at either end); a link back is used again" ib_failover
+
+# Failover with connections on first use (RCOLL_IB_CONNECT=lazy): the
+# bridge's end of h1's second link (p11) is down before the job starts, so
+# the queue pairs over it never connect (each end's reachability probe
+# fails) and are lost RCOLL_RAIL_TIMEOUT after their first attempt while
+# the others carry the traffic. After the first block the link comes back
+# and they connect (failback); then h1's bootstrap link goes down for good
+# and the run ends over the second links alone, every rank bit-exact.
+ib_lazy_fo() {
+    nic2_add || return 1
+    go="$L/ibfo_go_lazy"; end="$L/ibfo_end_lazy"; rm -f "$go" "$end"
+    fo_t0=$(date +%s)
+    ip link set p11 down
+    ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
+      ip link set p11 up
+      i=0; while ! grep -q "is back" "$L"/rank[0-3].log 2> /dev/null && [ $i -lt 300 ]; do
+          sleep 0.1; i=$((i + 1)); done
+      sleep 1; ip -n h1 link set v1 down; sleep 4; touch "$end" ) &
+    cutter=$!
+    hosts 4 29764 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_IB_CONNECT=lazy \
+        RCOLL_RAIL_TIMEOUT=3 RCOLL_RAIL_RETRY=0.5 RCOLL_IB_PLACE_MIN=64K RCOLL_TIMEOUT=60 \
+        $B/tests/test_failover -n 1000000 -c 65536 -a 1 -s "$go" -e "$end" -d 1 > /dev/null
+    rc=$?
+    wait $cutter
+    ip link set p11 up; ip -n h1 link set v1 up
+    nic2_del
+    fo_ended lazy $rc || return 1
+    for w in "link siwb[01] port 1 .* failed (no connection within" \
+        "link siwb[01] .* is back" "link siw[01] port 1 .* failed"; do
+        grep -h "$w" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
+        grep -q "$w" "$L"/rank[0-3].log || { echo "lazy: no warning '$w'"; return 1; }
+    done
+    grep -h "queue pairs lost" "$L"/rank[0-3].log | sort | uniq -c
+}
+check "siw: failover with connections on first use (RCOLL_IB_CONNECT=lazy): queue pairs over a link down at start are lost after RCOLL_RAIL_TIMEOUT, connect once it is back, carry the run when the bootstrap link goes" ib_lazy_fo
 
 echo "rdma suite: $(( $(date +%s) - t0 )) s"
 echo "$pass passed, $fail failed"

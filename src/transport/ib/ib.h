@@ -38,19 +38,22 @@
  * write that comes later (a failed operation's) fails on the sender's
  * queue pair instead of touching freed memory. Destinations and sources
  * of zero-copy sends are registered through the registration cache
- * (proto/rcache.c), which learns of freed and unmapped memory.
+ * (proto/rcache.c), which learns of freed and unmapped memory; with
+ * several devices, a destination on each device a queue pair to the
+ * sender runs over (the notice has a key per device), a source on its
+ * queue pair's device.
  *
  * The transport is ten files, each calling only the ones after it:
  * ib_ctx.c (context create/destroy in steps, counters, the ops table),
  * ib_lazy.c (connections on first use), ib_conn.c (connecting QPs by
  * rdma_cm or out of band), ib_dev.c (devices,
  * addresses, GIDs, opening a context's device, rcoll-info's description),
- * ib_recv.c (receives), ib_data.c (completions, polling, sends,
- * failover's notices and resends), ib_post.c (work requests, credits),
- * ib_mem.c (registrations, the cache's hooks,
- * the QPs' rings, receive-in-place destinations), ib_fail.c (a peer's
- * failure, the devices' events) and ib_fo.c (failover: a lost queue
- * pair's messages over the others). This header holds what they share. */
+ * ib_recv.c (receives, receives in place), ib_data.c (completions,
+ * polling, sends, failover's notices and resends), ib_post.c (work
+ * requests, credits), ib_mem.c (registrations, the cache's hooks, the
+ * QPs' rings, the peer's receive-in-place destinations), ib_fail.c (a
+ * peer's failure, the devices' events) and ib_fo.c (failover: a lost
+ * queue pair's messages over the others). This header holds what they share. */
 #ifndef RCOLL_IB_H
 #define RCOLL_IB_H
 
@@ -99,10 +102,15 @@ enum { IMM_PLACED = 0, IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
 /* slot flags (receive side) */
 enum { SLOT_PLAIN = 0, SLOT_PLACED = 1, SLOT_TL = 2 };
 
-/* A PLACE notice's payload: which messages, and where they go. */
+/* A PLACE notice's payload: which messages, and where they go: the
+ * destination's key on each of the receiver's devices (by its index in
+ * the receiver's list: a queue pair's rdev), 0 on one it did not
+ * register with (no queue pair to the sender runs over it). */
+#define IB_MAX_DEVS 4
 typedef struct {
     uint64_t seq, total, chunk, addr, bytes;
-    uint32_t kind, step, tag, rkey;
+    uint32_t kind, step, tag;
+    uint32_t rkey[IB_MAX_DEVS];
 } ib_place_msg_t;
 /* CTRL_SEEN: an abort arrived (the aborting rank may close now) */
 /* CTRL_PING/PONG: is this queue pair alive? (ib_fo_stalls) */
@@ -134,6 +142,12 @@ typedef struct ib_dev ib_dev_t;
 typedef struct {
     int qidx, slot;
 } ib_resend_t;
+/* a message moved out of its slot (ib_fo_peek): number, header, payload
+ * (none when it was written in place), and the slot's SLOT_* */
+typedef struct {
+    char *m;
+    int flag;
+} ib_aside_t;
 
 typedef struct {
     ib_ep_t *ep;
@@ -213,13 +227,17 @@ struct ib_ep {
     /* receives in place we posted: registered destinations */
     struct {
         rcoll_tl_place_t pl;
-        struct ibv_mr *mr;
-        rcoll_rcache_entry_t *rent; /* its registration (the cache's) */
-        size_t landed;
+        /* its registrations (the caches'), on each device a queue pair
+         * to the peer runs over (by device index) */
+        rcoll_rcache_entry_t *rent[IB_MAX_DEVS];
+        size_t landed;        /* bytes taken that were written there */
+        unsigned nlost;       /* ep->nlost when it was posted */
     } place[IB_NPLACE];
     int nplace;
-    /* the peer's: where its receives want our data */
+    /* the peer's: where its receives want our data, and each notice's
+     * number (failover: a copy of one is not taken again) */
     ib_place_msg_t rplace[IB_NRPLACE];
+    uint64_t rplace_num[IB_NRPLACE];
     int nrplace;
     /* lazy: a message waits for a queue pair not ready (in ctx->pend);
      * until conn_deadline for all of them to be */
@@ -229,6 +247,7 @@ struct ib_ep {
     int fo;                   /* its queue pairs span several devices */
     int fo_on;                /* one was lost: new messages go round the
                                  live ones, from tx_rr */
+    unsigned nlost;           /* its queue pairs' losses */
     int tx_rr;
     uint32_t tell;            /* lost queue pairs the peer is not told of */
     ib_resend_t *rs;          /* uncredited messages of lost queue pairs,
@@ -236,11 +255,11 @@ struct ib_ep {
     int nrs, rs_head, rs_cap;
     uint64_t peer_upto;       /* the peer's first new message after its
                                  last loss */
-    char **aside;             /* messages moved out of their slots: number,
-                                 header, payload */
+    ib_aside_t *aside;        /* messages moved out of their slots */
     int naside, aside_cap;
     int rx_from;              /* the peeked message's queue pair, or -1 -
                                  its index in aside */
+    int rx_flag;              /* and its SLOT_* */
 };
 
 /* One RDMA device port a context uses: its verbs context, listening
@@ -248,7 +267,6 @@ struct ib_ep {
  * asynchronous events and registration cache (registrations belong to a
  * protection domain). A context uses one (ctx->dev), or with
  * RCOLL_IB_NIC=all every usable one (ctx->devs, ndev). */
-#define IB_MAX_DEVS 4
 struct ib_dev {
     struct rcoll_tl_ctx *ctx;
     int idx;                  /* in ctx->devs */
@@ -422,6 +440,7 @@ void ib_cm_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
  * again until RCOLL_TIMEOUT; any other reason fails the peer at once,
  * naming it) */
 enum {
+    IB_REJ_LOCAL = -2,  /* (local) our attempt failed (the last error) */
     IB_REJ_CUT = -1,    /* (local) disconnected before it was up */
     IB_REJ_NONE = 0,    /* no reason given (no listener, not rcoll) */
     IB_REJ_TIE,         /* our own attempt on that QP is under way */
@@ -464,8 +483,8 @@ typedef struct {
     struct ibv_sge wsge;
     uint32_t word;              /* the signal: kind, credits, slot */
 } ib_msg_wrs_t;
-uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
-                     uint32_t len, rcoll_rcache_entry_t **rent);
+uint32_t ib_send_key(ib_qp_t *q, const void *payload, uint32_t len,
+                     rcoll_rcache_entry_t **rent);
 void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
                   const rcoll_msg_hdr_t *hdr, const void *payload,
                   uint32_t ukey, ib_msg_wrs_t *w);
@@ -498,6 +517,9 @@ rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep,
                             const void **payload);
 void ib_recv_release(rcoll_tl_ep_t *tep);
 int ib_recv_full(rcoll_tl_ep_t *tep);
+void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
+/* the registrations of receives in place not unposted (at destroy) */
+void ib_place_free(ib_ep_t *ep);
 
 /* ---- ib_mem.c ---- */
 
@@ -509,7 +531,6 @@ void ib_mem_dereg(rcoll_tl_ctx_t *ctx, void *h);
 uint32_t ib_reg_lookup(struct rcoll_tl_ctx *ctx, const void *p,
                        size_t len);
 int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h);
-void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl);
 /* A QP's rings and their registrations, all or none (the error set);
  * and their release (q's pointers NULL after) */
 rcoll_status_t ib_qp_alloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
@@ -519,7 +540,7 @@ void ib_qp_unalloc(struct rcoll_tl_ctx *ctx, ib_qp_t *q);
 /* 1 if ep's queue pairs span more than one device pair (and
  * RCOLL_RAIL_FAILOVER allows it): then it can survive one's loss */
 int ib_fo_able(const struct rcoll_tl_ctx *ctx, const ib_ep_t *ep);
-/* ep's queue pairs up and not ended */
+/* ep's queue pairs not ended and up (lazy: or not connected yet) */
 int ib_fo_live(const ib_ep_t *ep);
 /* q is lost: if ep can fail over, it does (warns, queues q's uncredited
  * messages to go again, the peer to be told): 0; -1 if not (the caller
@@ -527,9 +548,10 @@ int ib_fo_live(const ib_ep_t *ep);
 int ib_fo_down(ib_qp_t *q, const char *why);
 /* tx_rr to the next live queue pair */
 void ib_fo_advance(ib_ep_t *ep);
-/* The next message by number (*msg: its number, header, payload), from a
- * queue pair's oldest slot or aside: 1; 0 if it is not here yet; -1 out
- * of memory. Copies it finds are dropped (their credits owed). */
+/* The next message by number (*msg: its number, header, payload; its
+ * SLOT_* in ep->rx_flag), from a queue pair's oldest slot or aside: 1; 0
+ * if it is not here yet; -1 out of memory. Copies it finds are dropped
+ * (their credits owed). */
 int ib_fo_peek(ib_ep_t *ep, const char **msg);
 /* The peeked message is taken: its queue pair (its slot to release), or
  * NULL (it was aside) */

@@ -270,6 +270,7 @@ int ib_cm_reject_reason(const struct rdma_cm_event *ev)
 const char *ib_rej_str(int reason)
 {
     switch (reason) {
+    case IB_REJ_LOCAL:    return "this rank's attempt failed";
     case IB_REJ_CUT:      return "it disconnected before the connection "
                                  "was up";
     case IB_REJ_TIE:      return "its own attempt is under way";
@@ -342,6 +343,7 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
     int rej = !nq ? (sealed ? IB_REJ_NOQP : IB_REJ_STRANGER)
               : ctx->closing ? IB_REJ_CLOSING
               : nq->ep->failed ? IB_REJ_FAILED
+              : nq->down && !nq->fresh ? IB_REJ_DUP /* (lost, not over) */
               : !nq->id ? IB_REJ_NONE
               : ctx->lazy && nq->active && !nq->up ? IB_REJ_TIE
                                                    : IB_REJ_DUP;

@@ -360,9 +360,7 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
 {
     for (int i = 0; ctx->eps && i < ctx->p.nranks; i++)
         if (ctx->eps[i]) {
-            for (int k = 0; k < ctx->eps[i]->nplace; k++)
-                rcoll_rcache_put(ctx->dev->rcache, /* not unposted */
-                                 ctx->eps[i]->place[k].rent);
+            ib_place_free(ctx->eps[i]);
             ib_fo_free(ctx->eps[i]);
             free(ctx->eps[i]->qps);
             free(ctx->eps[i]);
@@ -376,11 +374,13 @@ static void ib_ctx_free(struct rcoll_tl_ctx *ctx)
             rcoll_rcache_stats_t rs;
             rcoll_rcache_stats(d->rcache, &rs);
             if (rs.hits + rs.misses)
-                rcoll_info(RCOLL_SUBSYS_NET, "ib: rank %d: registration cache: "
-                           "%lu hits, %lu misses, %lu invalidated by the memory "
-                           "monitor, %lu evicted, %zu bytes pinned at most%s",
-                           ctx->p.rank, rs.hits, rs.misses, rs.invalidations,
-                           rs.evictions, rs.pinned_peak,
+                rcoll_info(RCOLL_SUBSYS_NET,
+                           "ib: rank %d: registration cache "
+                           "(%s): %lu hits, %lu misses, %lu invalidated by the "
+                           "memory monitor, %lu evicted, %zu bytes pinned at "
+                           "most%s",
+                           ctx->p.rank, d->devname, rs.hits, rs.misses,
+                           rs.invalidations, rs.evictions, rs.pinned_peak,
                            rs.monitored ? "" : " (no monitor: nothing kept)");
             rcoll_rcache_destroy(d->rcache);
         }
@@ -527,13 +527,19 @@ static void ib_stats(rcoll_tl_ctx_t *ctx, FILE *f)
                  ctx->devs[d].addr_str);
         rcoll_lanes_print(f, what, 1, &ds);
     }
-    if (ctx->dev->rcache) {
+    for (int d = 0; d < ctx->ndev; d++) {
+        if (!ctx->devs[d].rcache)
+            continue;
         rcoll_rcache_stats_t rs;
-        rcoll_rcache_stats(ctx->dev->rcache, &rs);
-        fprintf(f, "rcoll:     registration cache: %lu hits, %lu misses, "
-                "%lu invalidated (memory freed or unmapped), %lu evicted, "
-                "%lu not kept; %d entries, %zu bytes pinned now, %zu at "
-                "most, bound %zu%s\n", rs.hits, rs.misses, rs.invalidations,
+        rcoll_rcache_stats(ctx->devs[d].rcache, &rs);
+        fprintf(f,
+                "rcoll:     registration cache%s%s%s: %lu hits, %lu "
+                "misses, %lu invalidated (memory freed or unmapped), %lu "
+                "evicted, %lu not kept; %d entries, %zu bytes pinned now, "
+                "%zu at most, bound %zu%s\n",
+                ctx->ndev > 1 ? " (" : "",
+                ctx->ndev > 1 ? ctx->devs[d].devname : "",
+                ctx->ndev > 1 ? ")" : "", rs.hits, rs.misses, rs.invalidations,
                 rs.evictions, rs.uncached, rs.entries, rs.pinned,
                 rs.pinned_peak, rs.max_pinned,
                 rs.monitored ? "" : " (no memory monitor: nothing kept)");

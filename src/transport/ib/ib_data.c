@@ -90,14 +90,29 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
                            h->len);
                 return;
             }
-            if (ep->nrplace == IB_NRPLACE) /* stale ones: the oldest goes */
+            q->rx_flag[slot] = SLOT_TL;
+            uint64_t num = 0;
+            if (ep->fo) { /* a copy after a loss: taken at its first */
+                memcpy(&num, (const char *)h - 8, sizeof(num));
+                int seen = num < ep->rx_seq;
+                for (int i = 0; i < ep->nrplace && !seen; i++)
+                    seen = ep->rplace_num[i] == num;
+                if (seen) {
+                    rcoll_slots_arrived(&q->sl);
+                    return;
+                }
+            }
+            if (ep->nrplace == IB_NRPLACE) { /* stale ones: the oldest goes */
                 memmove(&ep->rplace[0], &ep->rplace[1],
                         (IB_NRPLACE - 1) * sizeof(ep->rplace[0]));
-            else
+                memmove(&ep->rplace_num[0], &ep->rplace_num[1],
+                        (IB_NRPLACE - 1) * sizeof(ep->rplace_num[0]));
+            } else {
                 ep->nrplace++;
+            }
             memcpy(&ep->rplace[ep->nrplace - 1], (const char *)h + sizeof(*h),
                    sizeof(ib_place_msg_t));
-            q->rx_flag[slot] = SLOT_TL;
+            ep->rplace_num[ep->nrplace - 1] = num;
         }
         rcoll_slots_arrived(&q->sl);
         return;
@@ -188,6 +203,16 @@ static void ib_wc_handle(struct rcoll_tl_ctx *ctx, const struct ibv_wc *wc)
             snprintf(why, sizeof(why), "%s on queue pair %d: %s (vendor "
                      "error 0x%x)", kind == WR_RECV ? "receive" : "RDMA write",
                      q->idx, ibv_wc_status_str(wc->status), wc->vendor_err);
+        if (wc->status == IBV_WC_REM_ACCESS_ERR ||
+            wc->status == IBV_WC_REM_INV_REQ_ERR ||
+            wc->status == IBV_WC_LOC_PROT_ERR) {
+            /* a key or address refused: no link's fault, so no failover
+             * (the next write in place would fail on another queue pair) */
+            q->ended = 1;
+            if (!q->down && !q->bye && !ctx->closing)
+                ib_ep_fail(q->ep, "%s", why);
+            return;
+        }
         ib_qp_ended(q, why);
         return;
     }
@@ -327,6 +352,8 @@ static int ib_send_room(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, ib_qp_t *q,
         if (tries)
             ib_poll(ctx);
         *rp = ep->nrplace && hdr->len ? ib_rplace_find(ep, hdr) : -1;
+        if (*rp >= 0 && !ep->rplace[*rp].rkey[q->rdev])
+            *rp = -1; /* (not registered with that device: the slot) */
         *need = (q->imm ? 1 : 2) + (*rp >= 0);
         if (rcoll_slots_can_send(&q->sl) && q->tx_seq - q->tx_done < ns &&
             q->sq_free >= *need && ib_cq_room(q->dev, *need))
@@ -392,6 +419,10 @@ static rcoll_status_t ib_fo_resend(ib_ep_t *ep)
             ib_fo_advance(ep);
             continue;
         }
+        if (!ib_qp_ready(ctx, q)) { /* lazy: not connected yet */
+            ib_lazy_want(ep);
+            return RCOLL_INPROGRESS;
+        }
         if (!rcoll_slots_can_send(&q->sl) || q->tx_seq - q->tx_done >= ns ||
             q->sq_free < need || !ib_cq_room(q->dev, need))
             return RCOLL_INPROGRESS;
@@ -405,6 +436,8 @@ static rcoll_status_t ib_fo_resend(ib_ep_t *ep)
         int c = RCOLL_MIN(q->sl.owed, IB_MAX_CREDITS);
         ib_msg_wrs_t w;
         memset(&w, 0, sizeof(w));
+        /* (one written in place goes again whole, into the slot: its
+         * receiver's engine copies it where the first may have landed) */
         w.word = IMM(IMM_DATA, c, slot);
         ib_wrs_kept(q, s, &w);
         ib_wrs_signal(ctx, q, slot, &w);
@@ -551,13 +584,15 @@ rcoll_status_t ib_send(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t *hdr,
     int inl = rp < 0 && sizeof(*hdr) + hdr->len <= q->dev->max_inline &&
               hdr->len <= rcoll_config.ib_inline;
     rcoll_rcache_entry_t *rent = NULL;
+    /* (where ep can fail over, staging keeps every message whole) */
     uint32_t ukey =
-        inl || ep->fo ? 0 : ib_send_key(ctx, payload, hdr->len, &rent);
+        inl || ep->fo ? 0 : ib_send_key(q, payload, hdr->len, &rent);
     ib_msg_wrs_t w;
     memset(&w, 0, sizeof(w));
     w.word = IMM(rp >= 0 ? IMM_PLACED : IMM_DATA, c, slot);
-    if (ep->fo) { /* (several devices: no receive in place, rp < 0) */
+    if (ep->fo)
         memcpy(s + IB_SEQ_OFF, &ep->tx_seq, sizeof(ep->tx_seq));
+    if (ep->fo && rp < 0) {
         memcpy(s + IB_HDR_OFF, hdr, sizeof(*hdr));
         if (hdr->len)
             memcpy(s + IB_HDR, payload, hdr->len);

@@ -28,14 +28,18 @@
  * and the lower tries later: ib_lazy.c), and once up it carries its share
  * again (ib_fo_back). Each loss is counted on both sides, and a notice
  * names the count, so a late notice of a loss already mended ends
- * nothing. Not yet: failover with connections on first use (lazy). */
+ * nothing. Receives in place work as ever (a key per device in the
+ * notice); a lost one goes again whole through a slot, and the receiver's
+ * engine copies it. With connections on first use (lazy), a queue pair
+ * that does not connect while another to the peer did is lost too
+ * (ib_lazy.c), and connects again as above. */
 #include "transport/ib/ib.h"
 
 int ib_fo_able(const struct rcoll_tl_ctx *ctx, const ib_ep_t *ep)
 {
     /* (from the pairs both ranks compute alike: never from one side's
      * device count alone) */
-    if (!rcoll_config.rail_failover || ctx->lazy || ctx->nqps < 2)
+    if (!rcoll_config.rail_failover || ctx->nqps < 2)
         return 0;
     for (int k = 1; k < ctx->nqps; k++)
         if (ep->qps[k].dev != ep->qps[0].dev ||
@@ -48,7 +52,7 @@ int ib_fo_live(const ib_ep_t *ep)
 {
     int n = 0;
     for (int k = 0; k < ep->ctx->nqps; k++)
-        n += ep->qps[k].up && !ep->qps[k].ended;
+        n += !ep->qps[k].ended && (ep->qps[k].up || ep->ctx->lazy);
     return n;
 }
 
@@ -88,6 +92,7 @@ int ib_fo_down(ib_qp_t *q, const char *why)
     q->down = 1;
     q->ended = 1;
     q->nlost++;
+    ep->nlost++;
     int live = ib_fo_live(ep);
     if (!ep->fo || live == 0)
         return -1;
@@ -154,18 +159,22 @@ static int aside_add(ib_ep_t *ep, ib_qp_t *q)
     const char *m = slot_at(ctx, q, q->sl.head);
     if (ep->naside == ep->aside_cap) {
         int cap = RCOLL_MAX(8, 2 * ep->aside_cap);
-        char **a = realloc(ep->aside, (size_t)cap * sizeof(*a));
+        ib_aside_t *a = realloc(ep->aside, (size_t)cap * sizeof(*a));
         if (!a)
             return -1;
         ep->aside = a;
         ep->aside_cap = cap;
     }
-    size_t bytes = 8 + sizeof(rcoll_msg_hdr_t) + msg_len(ctx, m);
+    int flag = q->rx_flag[q->sl.head];
+    /* (one written in place: its payload is in place already) */
+    size_t bytes = 8 + sizeof(rcoll_msg_hdr_t) +
+                   (flag == SLOT_PLACED ? 0 : msg_len(ctx, m));
     char *c = malloc(bytes);
     if (!c)
         return -1;
     memcpy(c, m, bytes);
-    ep->aside[ep->naside++] = c;
+    ep->aside[ep->naside].m = c;
+    ep->aside[ep->naside++].flag = flag;
     rcoll_slots_release(&q->sl);
     return 0;
 }
@@ -176,14 +185,15 @@ int ib_fo_peek(ib_ep_t *ep, const char **msg)
     int n = ctx->nqps;
     for (;;) {
         for (int i = 0; i < ep->naside; i++) {
-            uint64_t s = msg_seq(ep->aside[i]);
+            uint64_t s = msg_seq(ep->aside[i].m);
             if (s == ep->rx_seq) {
                 ep->rx_from = -1 - i;
-                *msg = ep->aside[i];
+                ep->rx_flag = ep->aside[i].flag;
+                *msg = ep->aside[i].m;
                 return 1;
             }
             if (s < ep->rx_seq) { /* its other copy was taken */
-                free(ep->aside[i]);
+                free(ep->aside[i].m);
                 ep->aside[i--] = ep->aside[--ep->naside];
                 rcoll_lane_add(&ctx->n_dups, 1);
             }
@@ -196,6 +206,7 @@ int ib_fo_peek(ib_ep_t *ep, const char **msg)
                 uint64_t s = msg_seq(m);
                 if (s == ep->rx_seq) {
                     ep->rx_from = q->idx;
+                    ep->rx_flag = q->rx_flag[q->sl.head];
                     *msg = m;
                     return 1;
                 }
@@ -228,7 +239,7 @@ ib_qp_t *ib_fo_taken(ib_ep_t *ep)
     if (ep->rx_from >= 0)
         return &ep->qps[ep->rx_from];
     int i = -1 - ep->rx_from;
-    free(ep->aside[i]);
+    free(ep->aside[i].m);
     ep->aside[i] = ep->aside[--ep->naside];
     return NULL;
 }
@@ -261,8 +272,11 @@ void ib_fo_renew(ib_qp_t *q)
     int n = ctx->p.nslots;
     rcoll_slots_init(&q->sl, n);
     q->tx_seq = q->tx_done = 0;
-    memset(q->rx_flag, 0, (size_t)n);
+    if (q->rx_flag) /* (lazy: lost before its first connection, no ring) */
+        memset(q->rx_flag, 0, (size_t)n);
     q->up = q->bye = q->aborted = q->told = q->seen = q->heard = 0;
+    q->active = q->early_err = 0; /* (lazy: it may be the passive end now) */
+    q->await = 0;
     q->nwords = 0;
     q->t_prog = q->ping_at = 0;
     q->fresh = 1;
@@ -289,7 +303,7 @@ void ib_fo_back(ib_qp_t *q)
 void ib_fo_free(ib_ep_t *ep)
 {
     for (int i = 0; i < ep->naside; i++)
-        free(ep->aside[i]);
+        free(ep->aside[i].m);
     free(ep->aside);
     free(ep->rs);
 }

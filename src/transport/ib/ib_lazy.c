@@ -109,7 +109,9 @@ static void lazy_rejoin(struct rcoll_tl_ctx *ctx)
             q->active = 1;
             q->cm_tries = 0;
             q->conn_at = now;
-            if (ib_cm_start(ctx, q) != RCOLL_OK) {
+            /* (lazy: one lost before its first connection has no ring) */
+            if ((q->rx ? RCOLL_OK : ib_qp_alloc(ctx, q)) != RCOLL_OK ||
+                ib_cm_start(ctx, q) != RCOLL_OK) {
                 rcoll_debug(RCOLL_SUBSYS_NET,
                             "ib: rank %d: connecting lost "
                             "queue pair %d to rank %d again: %s",
@@ -125,8 +127,23 @@ static void lazy_rejoin(struct rcoll_tl_ctx *ctx)
     }
 }
 
+/* q's first connection failed (why): where the peer can fail over and
+ * another queue pair may still reach it, q is lost (failback connects it
+ * later, ib_fo.c); else the peer fails. */
+static void lazy_lost(struct rcoll_tl_ctx *ctx, ib_qp_t *q, const char *why)
+{
+    ib_ep_t *ep = q->ep;
+    if (q->id)
+        lazy_drop(ctx, q);
+    if (ep->failed || q->down)
+        return;
+    if (ep->fo && ib_fo_down(q, why) == 0)
+        return;
+    ib_ep_fail(ep, "%s", why);
+}
+
 /* Starts q's attempt: its ring (on first use), then rdma_cm's address
- * resolution; the events do the rest. An error fails the peer. */
+ * resolution; the events do the rest. An error loses q (lazy_lost). */
 static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
     rcoll_status_t st = RCOLL_OK;
@@ -138,11 +155,36 @@ static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
         st = ib_cm_start(ctx, q);
     }
     if (st != RCOLL_OK) {
-        if (q->id) {
-            rdma_destroy_id(q->id);
-            q->id = NULL;
+        char why[320];
+        snprintf(why, sizeof(why), "connecting on first use: %s",
+                 rcoll_last_error());
+        lazy_lost(ctx, q, why);
+    }
+}
+
+/* Where ep can fail over: its queue pairs not connected RCOLL_RAIL_TIMEOUT
+ * after their first attempt while another is, or at RCOLL_TIMEOUT (by
+ * then one was: else the peer failed), are lost. */
+static void lazy_fo_late(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, double now,
+                         int ready)
+{
+    double t = rcoll_config.rail_timeout;
+    char why[192];
+    for (int k = 0; k < ctx->nqps && !ep->failed && ready > 0; k++) {
+        ib_qp_t *q = &ep->qps[k];
+        if (ib_qp_ready(ctx, q) || q->down || !q->conn_at ||
+            !((t > 0 && now - q->conn_at > t) || now > ep->conn_deadline))
+            continue;
+        snprintf(why, sizeof(why),
+                 "no connection within %.1f s of its "
+                 "first attempt, while %d other queue pair(s) to the same "
+                 "rank connected",
+                 now - q->conn_at, ready);
+        if (q->probe) { /* (its reachability probe, on iWARP) */
+            close(q->probe - 1);
+            q->probe = 0;
         }
-        ib_ep_fail(q->ep, "connecting on first use: %s", rcoll_last_error());
+        lazy_lost(ctx, q, why);
     }
 }
 
@@ -156,20 +198,37 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
     char ps[128];
     for (int i = 0; i < ctx->npend;) {
         ib_ep_t *ep = ctx->pend[i];
-        int ready = 0;
+        int ready = 0, lost = 0;
         for (int k = 0; k < ctx->nqps && !ep->failed; k++) {
             ib_qp_t *q = &ep->qps[k];
-            if (ib_qp_ready(ctx, q))
+            if (ib_qp_ready(ctx, q)) {
                 ready++;
-            else if (!q->id && !q->up && !q->ended && now >= q->await)
-                lazy_start(ctx, q);
+                continue;
+            }
+            if (q->down) {
+                lost++;
+                continue;
+            }
+            if (q->id || q->up || q->ended || now < q->await)
+                continue;
+            if (ep->fo) {
+                /* an iWARP attempt to a peer out of reach blocks the
+                 * engine (lazy_probe): probed first, as failback does */
+                if (!q->conn_at)
+                    q->conn_at = now;
+                if (now < q->retry_at || !lazy_probe(ctx, q, now))
+                    continue;
+            }
+            lazy_start(ctx, q);
         }
-        if (!ep->failed && ready < ctx->nqps && now > ep->conn_deadline)
+        if (ep->fo && !ep->failed && ready + lost < ctx->nqps)
+            lazy_fo_late(ctx, ep, now, ready);
+        if (!ep->failed && ready + lost < ctx->nqps && now > ep->conn_deadline)
             ib_ep_fail(ep, "no connection to %s within RCOLL_TIMEOUT (%g s): "
                        "%d of %d queue pairs ready", ib_peer_str(ctx,
                        ep->peer, ps, sizeof(ps)), ctx->p.timeout, ready,
                        ctx->nqps);
-        if (ep->failed || ready == ctx->nqps) {
+        if (ep->failed || ready + lost == ctx->nqps) {
             ep->pending = 0;
             ctx->pend[i] = ctx->pend[--ctx->npend];
         } else {
@@ -201,7 +260,8 @@ static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q, int reason)
     }
     if (reason == IB_REJ_NONE ||
         (ep->peer < ctx->p.rank &&
-         (reason == IB_REJ_TIE || reason == IB_REJ_CUT))) {
+         (reason == IB_REJ_TIE || reason == IB_REJ_CUT)) ||
+        (ep->fo && reason == IB_REJ_CUT)) {
         rcoll_debug(RCOLL_SUBSYS_NET, "ib: rank %d: %s refused our attempt "
                     "on queue pair %d: %s; trying again in %g s",
                     ctx->p.rank, ib_peer_str(ctx, ep->peer, ps, sizeof(ps)),
@@ -209,8 +269,16 @@ static void lazy_refused(struct rcoll_tl_ctx *ctx, ib_qp_t *q, int reason)
         q->await = rcoll_time_sec() + IB_AWAIT_S;
         return;
     }
-    ib_ep_fail(ep, "%s refused the connection: %s",
-               ib_peer_str(ctx, ep->peer, ps, sizeof(ps)), ib_rej_str(reason));
+    char why[384];
+    if (reason == IB_REJ_LOCAL)
+        snprintf(why, sizeof(why), "connecting to %s: %s",
+                 ib_peer_str(ctx, ep->peer, ps, sizeof(ps)),
+                 rcoll_last_error());
+    else
+        snprintf(why, sizeof(why), "%s refused the connection: %s",
+                 ib_peer_str(ctx, ep->peer, ps, sizeof(ps)),
+                 ib_rej_str(reason));
+    lazy_lost(ctx, q, why);
 }
 
 /* One cm event of an attempt (ours or the peer's) on q; *redo: the local
@@ -237,7 +305,7 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
             st = ib_cm_established(ctx, q, ev);
         if (st == RCOLL_OK)
             q->up = 1;
-        if (st == RCOLL_OK && q->down && ib_qp_ready(ctx, q))
+        if (st == RCOLL_OK && q->fresh && ib_qp_ready(ctx, q))
             ib_fo_back(q); /* failback (passive: at the greeting) */
         if (st == RCOLL_OK && q->early_err) { /* failed before it was up */
             char why[128];
@@ -280,9 +348,10 @@ static void lazy_step(struct rcoll_tl_ctx *ctx, struct rdma_cm_event *ev,
                               sizeof(ps)), rdma_event_str(ev->event),
                               ev->status);
     }
-    if (st != RCOLL_OK && q->down && !q->up) {
-        *refused = q; /* failback: the next attempt, in its time */
-        *reason = IB_REJ_SETUP;
+    if (st != RCOLL_OK && !q->up && (q->down || q->ep->fo)) {
+        *refused = q; /* failback: the next attempt, in its time; else
+                         lost (lazy_lost), once the event is acked */
+        *reason = IB_REJ_LOCAL;
         return;
     }
     if (st != RCOLL_OK && !q->ep->failed)
@@ -323,11 +392,12 @@ void ib_lazy_event(rcoll_ev_handler_t *h, uint32_t events)
             redo->active = 1;
             redo->cm_tries++;
             if (ib_cm_start(ctx, redo) != RCOLL_OK) {
-                if (!redo->down)
+                if (!redo->down && !redo->ep->fo)
                     ib_ep_fail(redo->ep, "connecting on first use: %s",
                                rcoll_last_error());
-                else /* failback: the next attempt, in its time */
-                    lazy_refused(ctx, redo, IB_REJ_SETUP);
+                else /* failback: the next attempt, in its time; else
+                        lost */
+                    lazy_refused(ctx, redo, IB_REJ_LOCAL);
             }
         }
     }

@@ -1,5 +1,5 @@
 /* The verbs transport's memory (ib.h): registrations (the user's, and
- * the registration cache's hooks), each queue pair's rings, and the
+ * the registration cache's hooks), each queue pair's rings, and the peer's
  * destinations of receives in place. */
 #include "transport/ib/ib.h"
 
@@ -49,8 +49,9 @@ void ib_rc_dereg(void *arg, void *h)
 }
 
 /* ---- user registrations ---- */
-/* On the first device only: with several (RCOLL_IB_NIC=all) sends copy
- * through staging (ib_send_key), so only one device reads user memory. */
+/* On the first device only: with several (RCOLL_IB_NIC=all) a send over
+ * another device reads user memory through the registration cache's
+ * entry on that device (ib_send_key). */
 
 rcoll_status_t ib_mem_reg(rcoll_tl_ctx_t *ctx, void *buf, size_t len,
                           void **h)
@@ -150,30 +151,6 @@ int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
         return i;
     }
     return -1;
-}
-
-
-void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
-{
-    ib_ep_t *ep = (ib_ep_t *)tep;
-    for (int i = 0; i < ep->nplace; i++) {
-        if (ep->place[i].pl.seq != pl->seq || ep->place[i].pl.step != pl->step ||
-            ep->place[i].pl.dst != pl->dst)
-            continue;
-        rcoll_debug(RCOLL_SUBSYS_NET, "ib: %zu of %zu bytes from rank %d "
-                    "(message %llu, transfer %u) landed in place",
-                    ep->place[i].landed, pl->bytes, ep->peer,
-                    (unsigned long long)pl->seq, pl->step);
-        /* All of it landed: the registration stays cached for the
-         * buffer's next use. Else (a failed operation's) it goes: a write
-         * still to come then fails on the peer's queue pair, not in
-         * memory that is the caller's again. */
-        if (ep->place[i].landed < pl->bytes)
-            rcoll_rcache_invalidate(ep->ctx->dev->rcache, ep->place[i].rent);
-        rcoll_rcache_put(ep->ctx->dev->rcache, ep->place[i].rent);
-        ep->place[i] = ep->place[--ep->nplace];
-        return;
-    }
 }
 
 /* ---- setup ---- */

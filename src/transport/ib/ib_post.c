@@ -78,33 +78,34 @@ void ib_send_credits(ib_qp_t *q)
         rcoll_slots_take_owed(&q->sl, c);
 }
 
-/* The local key the NIC reads the payload through in place: the user's
- * registration (rcoll_comm_register), else, for a large one, the cache's
- * (*rent; a failure leaves it to the staging copy); 0: copy it. With
- * several devices a message copies (its queue pair's device has no
- * registration of it: not built yet). */
-uint32_t ib_send_key(struct rcoll_tl_ctx *ctx, const void *payload,
-                     uint32_t len, rcoll_rcache_entry_t **rent)
+/* The local key q's NIC reads the payload through in place: the user's
+ * registration (rcoll_comm_register, on the first device only), else,
+ * for a large one, the cache's on q's device (*rent; a failure leaves it
+ * to the staging copy); 0: copy it. */
+uint32_t ib_send_key(ib_qp_t *q, const void *payload, uint32_t len,
+                     rcoll_rcache_entry_t **rent)
 {
+    struct rcoll_tl_ctx *ctx = q->ep->ctx;
     uint32_t ukey = 0;
     *rent = NULL;
-    if (ctx->ndev > 1)
-        return 0;
-    if (len && __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
+    if (len && q->dev == ctx->dev &&
+        __atomic_load_n(&ctx->nregs, __ATOMIC_RELAXED))
         ukey = ib_reg_lookup(ctx, payload, len);
-    if (!ukey && ctx->dev->rcache && rcoll_config.ib_zcopy_min &&
+    if (!ukey && q->dev->rcache && rcoll_config.ib_zcopy_min &&
         len >= rcoll_config.ib_zcopy_min) {
         void *h;
         if ((*rent =
-                 rcoll_rcache_get(ctx->dev->rcache, (void *)payload, len, &h)))
+                 rcoll_rcache_get(q->dev->rcache, (void *)payload, len, &h)))
             ukey = ((struct ibv_mr *)h)->lkey;
     }
     return ukey;
 }
 
 /* The payload straight into the peer's destination rp (from the user's
- * registered memory, else from staging s), then the header alone into
- * the slot (wr[0]). */
+ * registered memory, else from staging s, through the key the
+ * destination has on the peer's end of q), then the header alone into
+ * the slot (wr[0]; where ep can fail over, after the message's number,
+ * and the payload stays in staging: a resend goes through a slot). */
 void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
                   const rcoll_msg_hdr_t *hdr, const void *payload,
                   uint32_t ukey, ib_msg_wrs_t *w)
@@ -123,9 +124,10 @@ void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
     w->wr[2].num_sge = 1;
     w->wr[2].send_flags = IBV_SEND_SIGNALED;
     w->wr[2].wr.rdma.remote_addr = p->addr + off;
-    w->wr[2].wr.rdma.rkey = p->rkey;
+    w->wr[2].wr.rdma.rkey = p->rkey[q->rdev];
     w->wr[2].next = &w->wr[0];
-    w->sge[0] = (struct ibv_sge){(uintptr_t)(s + IB_HDR_OFF), sizeof(*hdr),
+    size_t at = ep->fo ? IB_SEQ_OFF : IB_HDR_OFF;
+    w->sge[0] = (struct ibv_sge){(uintptr_t)(s + at), (uint32_t)(IB_HDR - at),
                                  q->tx_mr->lkey};
     w->wr[0].num_sge = 1;
     if (off + hdr->len >= p->bytes) /* its last: forget it */

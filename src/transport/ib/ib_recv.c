@@ -4,30 +4,36 @@
  * credits it frees. */
 #include "transport/ib/ib.h"
 
+/* Lets go of a destination's registrations (rent, by device); drop:
+ * out of the cache too */
+static void place_put(ib_ep_t *ep, rcoll_rcache_entry_t **rent, int drop)
+{
+    struct rcoll_tl_ctx *ctx = ep->ctx;
+    for (int d = 0; d < ctx->ndev; d++) {
+        if (!rent[d])
+            continue;
+        if (drop)
+            rcoll_rcache_invalidate(ctx->devs[d].rcache, rent[d]);
+        rcoll_rcache_put(ctx->devs[d].rcache, rent[d]);
+        rent[d] = NULL;
+    }
+}
+
 int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
-    /* (several devices: a notice would need a key per device; not yet) */
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
-        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk || ctx->ndev > 1 ||
-        ep->fo)
+        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
         return 0;
-    if (!ib_qp_ready(ctx, &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps])) {
+    ib_qp_t *nq = ep->fo_on ? &ep->qps[ep->tx_rr]
+                            : &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
+    if (!ib_qp_ready(ctx, nq)) {
         ib_lazy_want(ep); /* the notice needs the connection */
         return 0;
     }
-    void *mrh;
-    rcoll_rcache_entry_t *rent =
-        rcoll_rcache_get(ctx->dev->rcache, pl->dst, pl->bytes, &mrh);
-    if (!rent) {
-        rcoll_debug(RCOLL_SUBSYS_NET,
-                    "ib: cannot register %zu bytes for a "
-                    "receive in place from rank %d (%s): through the slots",
-                    pl->bytes, ep->peer, rcoll_last_error());
-        return 0;
-    }
-    struct ibv_mr *mr = mrh;
+    /* registered with each device a queue pair to the peer runs over
+     * (queue pairs lost for now too: one back writes with its key) */
     ib_place_msg_t m = {.seq = pl->seq,
                         .total = pl->total,
                         .chunk = pl->chunk,
@@ -35,21 +41,118 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
                         .bytes = pl->bytes,
                         .kind = pl->kind,
                         .step = pl->step,
-                        .tag = pl->tag,
-                        .rkey = mr->rkey};
+                        .tag = pl->tag};
+    rcoll_rcache_entry_t *rent[IB_MAX_DEVS] = {0};
+    for (int k = 0; k < ctx->nqps; k++) {
+        ib_dev_t *d = ep->qps[k].dev;
+        if (rent[d->idx] || ep->qps[k].down)
+            continue; /* (a lost one's device: key 0, the sender's data
+                         through its slots) */
+        void *mrh;
+        if (!(rent[d->idx] =
+                  rcoll_rcache_get(d->rcache, pl->dst, pl->bytes, &mrh))) {
+            rcoll_debug(RCOLL_SUBSYS_NET,
+                        "ib: cannot register %zu bytes with %s for a "
+                        "receive in place from rank %d (%s): through the "
+                        "slots",
+                        pl->bytes, d->devname, ep->peer, rcoll_last_error());
+            place_put(ep, rent, 0);
+            return 0;
+        }
+        m.rkey[d->idx] = ((struct ibv_mr *)mrh)->rkey;
+    }
     rcoll_msg_hdr_t h = {.kind = IB_KIND_PLACE, .len = sizeof(m)};
     char buf[sizeof(m)];
     memcpy(buf, &m, sizeof(m));
     if (ib_send(tep, &h, buf, NULL, 0, sizeof(m)) != RCOLL_OK) {
         /* no credit now (or the link failed: the next call says so) */
-        rcoll_rcache_put(ctx->dev->rcache, rent);
+        place_put(ep, rent, 0);
         return 0;
     }
     ep->place[ep->nplace].pl = *pl;
-    ep->place[ep->nplace].mr = mr;
-    ep->place[ep->nplace].rent = rent;
+    memcpy(ep->place[ep->nplace].rent, rent, sizeof(rent));
+    ep->place[ep->nplace].nlost = ep->nlost;
     ep->place[ep->nplace++].landed = 0;
     return 1;
+}
+
+void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
+{
+    ib_ep_t *ep = (ib_ep_t *)tep;
+    for (int i = 0; i < ep->nplace; i++) {
+        if (ep->place[i].pl.seq != pl->seq ||
+            ep->place[i].pl.step != pl->step || ep->place[i].pl.dst != pl->dst)
+            continue;
+        rcoll_debug(RCOLL_SUBSYS_NET,
+                    "ib: %zu of %zu bytes from rank %d "
+                    "(message %llu, transfer %u) landed in place",
+                    ep->place[i].landed, pl->bytes, ep->peer,
+                    (unsigned long long)pl->seq, pl->step);
+        /* All of it landed: the registrations stay cached for the
+         * buffer's next use. Else (a failed operation's), or if a queue
+         * pair to the peer was lost meanwhile (a write of it may still be
+         * on its way), they go: a write still to come then fails on the
+         * peer's queue pair, not in memory that is the caller's again. */
+        place_put(ep, ep->place[i].rent,
+                  ep->place[i].landed < pl->bytes ||
+                      ep->place[i].nlost != ep->nlost);
+        ep->place[i] = ep->place[--ep->nplace];
+        return;
+    }
+}
+
+void ib_place_free(ib_ep_t *ep)
+{
+    for (int k = 0; k < ep->nplace; k++) /* not unposted */
+        place_put(ep, ep->place[k].rent, 0);
+    ep->nplace = 0;
+}
+
+/* The receive in place a message the peer wrote in place (header h)
+ * belongs to, or -1 */
+static int ib_placed_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
+{
+    for (int i = 0; i < ep->nplace; i++) {
+        const rcoll_tl_place_t *pl = &ep->place[i].pl;
+        size_t off = (size_t)h->chunk * pl->chunk;
+        if (pl->seq != h->seq || pl->step != h->step ||
+            pl->kind != (h->kind & ~RCOLL_HDR_CSUM) || pl->tag != h->tag ||
+            pl->total != h->total ||
+            h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
+            h->len > pl->bytes - off)
+            continue;
+        return i;
+    }
+    return -1;
+}
+
+/* The payload of a message the peer wrote in place (its header in *h):
+ * where our receive in place wanted it (*payload); -1 if no receive
+ * posted here wants it (the ep failed). */
+static int ib_placed(ib_ep_t *ep, const rcoll_msg_hdr_t *h,
+                     const void **payload)
+{
+    int i = ib_placed_find(ep, h);
+    if (i >= 0) {
+        *payload =
+            ep->place[i].pl.dst + (size_t)h->chunk * ep->place[i].pl.chunk;
+        return 0;
+    }
+    ib_ep_fail(ep,
+               "protocol error: data written in place for a "
+               "receive not posted (transfer %u chunk %u of message "
+               "%llu)",
+               h->step, h->chunk, (unsigned long long)h->seq);
+    return -1;
+}
+
+/* A message written in place is taken (released, not merely peeked: the
+ * engine may peek one again): its bytes landed */
+static void ib_placed_taken(ib_ep_t *ep)
+{
+    int i = ib_placed_find(ep, &ep->rx_hdr);
+    if (i >= 0)
+        ep->place[i].landed += ep->rx_hdr.len;
 }
 
 /* Hands back the credits that copies dropped by number freed, at half */
@@ -60,12 +163,26 @@ static void ib_fo_credits(ib_ep_t *ep)
             ib_send_credits(&ep->qps[k]);
 }
 
+/* The peeked message (len bytes) is taken, where ep can fail over */
+static void ib_fo_release(ib_ep_t *ep, uint32_t len)
+{
+    ib_qp_t *fq = ib_fo_taken(ep);
+    if (fq) {
+        rcoll_lane_received(&fq->st, len);
+        if (rcoll_slots_release(&fq->sl))
+            ib_send_credits(fq);
+    }
+}
+
 /* recv_peek where ep can fail over: the next message by number (ib_fo.c) */
 static rcoll_status_t ib_fo_recv_peek(ib_ep_t *ep, const rcoll_msg_hdr_t **hdr,
                                       const void **payload)
 {
     const char *m;
-    int r = ib_fo_peek(ep, &m);
+    int r;
+    while ((r = ib_fo_peek(ep, &m)) == 1 && ep->rx_flag == SLOT_TL)
+        ib_fo_release(ep, sizeof(ib_place_msg_t)); /* a PLACE notice, taken
+                                                      when it came */
     ib_fo_credits(ep);
     if (r < 0) {
         ib_ep_fail(ep, "out of memory for messages moved aside");
@@ -92,6 +209,8 @@ static rcoll_status_t ib_fo_recv_peek(ib_ep_t *ep, const rcoll_msg_hdr_t **hdr,
         ep->rx_hdr.len = (uint32_t)ep->ctx->p.chunk_size + 1;
     *hdr = &ep->rx_hdr;
     *payload = m + (IB_HDR - IB_SEQ_OFF);
+    if (ep->rx_flag == SLOT_PLACED && ib_placed(ep, &ep->rx_hdr, payload) != 0)
+        return ib_ep_error(ep);
     return RCOLL_OK;
 }
 
@@ -125,29 +244,9 @@ rcoll_status_t ib_recv_peek(rcoll_tl_ep_t *tep, const rcoll_msg_hdr_t **hdr,
         ep->rx_hdr.len = (uint32_t)ctx->p.chunk_size + 1;
     *hdr = &ep->rx_hdr;
     *payload = s + IB_HDR;
-    if (q->rx_flag[q->sl.head] == SLOT_PLACED) {
-        /* the payload is where our receive in place wanted it */
-        const rcoll_msg_hdr_t *h = &ep->rx_hdr;
-        for (int i = 0; i < ep->nplace; i++) {
-            const rcoll_tl_place_t *pl = &ep->place[i].pl;
-            size_t off = (size_t)h->chunk * pl->chunk;
-            if (pl->seq != h->seq || pl->step != h->step ||
-                pl->kind != (h->kind & ~RCOLL_HDR_CSUM) || pl->tag != h->tag ||
-                pl->total != h->total ||
-                h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
-                h->len > pl->bytes - off)
-                continue;
-            *payload = pl->dst + off;
-            ep->place[i].landed += h->len;
-            return RCOLL_OK;
-        }
-        ib_ep_fail(ep,
-                   "protocol error: data written in place for a "
-                   "receive not posted (transfer %u chunk %u of message "
-                   "%llu)",
-                   h->step, h->chunk, (unsigned long long)h->seq);
+    if (q->rx_flag[q->sl.head] == SLOT_PLACED &&
+        ib_placed(ep, &ep->rx_hdr, payload) != 0)
         return ib_ep_error(ep);
-    }
     return RCOLL_OK;
 }
 
@@ -156,15 +255,14 @@ void ib_recv_release(rcoll_tl_ep_t *tep)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (ep->fo) {
-        ib_qp_t *fq = ib_fo_taken(ep);
-        if (fq) {
-            rcoll_lane_received(&fq->st, ep->rx_hdr.len);
-            if (rcoll_slots_release(&fq->sl))
-                ib_send_credits(fq);
-        }
+        if (ep->rx_flag == SLOT_PLACED)
+            ib_placed_taken(ep);
+        ib_fo_release(ep, ep->rx_hdr.len);
         return;
     }
     ib_qp_t *q = &ep->qps[ep->rx_seq % (uint64_t)ctx->nqps];
+    if (q->rx_flag[q->sl.head] == SLOT_PLACED)
+        ib_placed_taken(ep);
     rcoll_lane_received(&q->st, q->rx_flag[q->sl.head] == SLOT_TL
                                     ? sizeof(ib_place_msg_t)
                                     : ep->rx_hdr.len);
