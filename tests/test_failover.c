@@ -6,7 +6,7 @@
  * shows the stall when a rail fails and the rate after it; at the end,
  * whether the communicator's asynchronous error is still RCOLL_OK.
  * usage: test_failover [-n ITERS] [-c COUNT] [-s FILE] [-e FILE] [-d 1]
- *                      [-p MS] [-a 1]
+ *                      [-p MS] [-a 1] [-q MS]
  * -s FILE: rank 0 creates FILE after the first block (the script cuts the
  * link once it exists); -e FILE: the run ends after the block in which
  * rank 0 found FILE (an all-reduce of its flag: every rank stops at the
@@ -15,7 +15,12 @@
  * after iteration 50 with its peers' data in flight (a stopped rank, not
  * a lost link); -a 1: every 4th iteration (the others) also an
  * all-to-all of blocks of COUNT / ranks elements (receives in place over
- * ib). Exits 1 on a wrong result or an error. */
+ * ib); -q MS: at the end rank 0 creates the -s FILE (not after the
+ * first block), waits a second (the script cuts a link), sends 8 eager
+ * messages to rank 1 (done once staged) and destroys the communicator,
+ * while rank 1 sleeps MS before it receives them: a link lost under
+ * messages that rank 0's destroy must still see through. Exits 1 on a
+ * wrong result or an error. */
 #include <rcoll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +47,8 @@ static int32_t val(int r, size_t j, int i)
 
 int main(int argc, char **argv)
 {
-    int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0, a2a = 0;
+    int iters = 1000, rank, n, bad = 0, dump = 0, pause_ms = 0, a2a = 0,
+        quiet_ms = 0;
     size_t count = 65536;
     const char *start = NULL, *endf = NULL;
     for (int a = 1; a + 1 < argc; a += 2) {
@@ -60,6 +66,8 @@ int main(int argc, char **argv)
             pause_ms = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "-a"))
             a2a = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "-q"))
+            quiet_ms = atoi(argv[a + 1]);
     }
     rcoll_comm_t c;
     if (rcoll_comm_init_env(&c) != RCOLL_OK) {
@@ -149,7 +157,7 @@ int main(int argc, char **argv)
                        (t - t0) * 1e3);
             fflush(stdout);
             t0 = t;
-            if (i == 49 && start && rank == 0) {
+            if (i == 49 && start && rank == 0 && !quiet_ms) {
                 FILE *f = fopen(start, "w");
                 if (f)
                     fclose(f);
@@ -173,6 +181,39 @@ int main(int argc, char **argv)
     }
     if (done)
         iters = done;
+    for (int m = 0; quiet_ms > 0 && n > 1 && count >= 4096 && m < 8 && !bad;
+         m++) {
+        rcoll_status_t st = RCOLL_OK;
+        if (rank == 0 && m == 0 && start) {
+            FILE *f = fopen(start, "w");
+            if (f)
+                fclose(f);
+            sleep(1);
+        }
+        if (rank == 0) {
+            for (size_t j = 0; j < 4096; j++)
+                out[j] = val(0, j, 1000 + m);
+            st = rcoll_send(out, 4096, RCOLL_INT32, 1, c, NULL);
+        } else if (rank == 1) {
+            if (m == 0) {
+                struct timespec ts = {quiet_ms / 1000,
+                                      (long)(quiet_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            st = rcoll_recv(out, 4096, RCOLL_INT32, 0, c, NULL);
+            for (size_t j = 0; j < 4096 && st == RCOLL_OK && !bad; j++)
+                if (out[j] != val(0, j, 1000 + m)) {
+                    printf("rank 1: last message %d element %zu is wrong\n", m,
+                           j);
+                    bad = 1;
+                }
+        }
+        if (st != RCOLL_OK) {
+            printf("rank %d: last message %d: %s\n", rank, m,
+                   rcoll_last_error());
+            bad = 1;
+        }
+    }
     rcoll_status_t ae = RCOLL_OK;
     if (rcoll_comm_get_async_error(c, &ae) != RCOLL_OK || ae != RCOLL_OK) {
         printf("rank %d: asynchronous error %d\n", rank, (int)ae);

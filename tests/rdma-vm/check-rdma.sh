@@ -37,7 +37,7 @@ check() {
     if ("$@") > "$L/cur.log" 2>&1; then
         pass=$((pass + 1)); echo "PASS: $name ($(( $(date +%s) - s )) s)"
         # (RCOLL_TEST_SHOW=1: what a passing test found, too)
-        [ -z "${RCOLL_TEST_SHOW:-}" ] || grep -v "DEBUG\|INFO" "$L/cur.log" | tail -n 8 | sed 's/^/    /'
+        [ -z "${RCOLL_TEST_SHOW:-}" ] || grep -v "DEBUG\|INFO" "$L/cur.log" | tail -n "${RCOLL_TEST_SHOW_LINES:-8}" | sed 's/^/    /'
     else
         fail=$((fail + 1)); echo "FAIL: $name (status $?, $(( $(date +%s) - s )) s)"
         tail -n 25 "$L/cur.log" | sed 's/^/    /'
@@ -591,8 +591,11 @@ check "siw: two devices per host, a host's ranks spread over both (RCOLL_IB_NIC=
 # event, h0's learn it from their notices), h1's bootstrap link (v1, siw1),
 # and the bridge's end of h1's second link (p11: no event at either end,
 # each side finds the queue pairs over it stalled for RCOLL_RAIL_TIMEOUT
-# while the others progress). Every rank ends bit-exact with no
-# asynchronous error; the warnings name the link and the peer.
+# while the others progress); then the bridge's end again, under rank 0's
+# last messages to rank 1, sent as rank 0 destroys the communicator while
+# rank 1 sleeps (test_failover -q): the destroy finds the stall and sends
+# them again. Every rank ends bit-exact with no asynchronous error; the
+# warnings name the link and the peer.
 fo_ended() { # fo_ended NAME RC: a test_failover run ended bit-exact on every rank
     echo "$1: $(( $(date +%s) - fo_t0 )) s; rank 0 $(grep -h "iterations" "$L/rank0.log" | tail -n 3 | tr '\n' ' ')"
     [ $2 = 0 ] || { echo "$1: a rank failed"; for f in "$L"/rank*.log; do
@@ -606,7 +609,7 @@ fo_ended() { # fo_ended NAME RC: a test_failover run ended bit-exact on every ra
     grep -q "[1-9][0-9]* written in place" "$L"/rank[0-3].log ||
         { echo "$1: nothing written in place"; return 1; }
 }
-ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root's) goes
+ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1 [ARGS]: LINK of NETNS (- the root's) goes
     go="$L/ibfo_go_$1"; rm -f "$go"; fo_t0=$(date +%s)
     ns=""; [ "$3" = - ] || ns="-n $3"
     ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
@@ -614,7 +617,7 @@ ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1: LINK of NETNS (- the root'
     cutter=$!
     hosts 4 $2 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_RAIL_TIMEOUT=3 \
         RCOLL_IB_PLACE_MIN=64K RCOLL_TIMEOUT=60 $B/tests/test_failover -n 150 -c 65536 -a 1 \
-        -s "$go" -d 1 > /dev/null
+        -s "$go" -d 1 $7 > /dev/null
     rc=$?
     wait $cutter
     ip $ns link set $4 up
@@ -661,7 +664,9 @@ ib_failover() {
     ib_cut bootstrap 29761 h1 v1 "ib: rank [13]: link siw1 port 1 .* failed (this rank's device" \
         "ib: rank [02]: link siw0 port 1 .* failed (rank [13] lost it)" && sleep 1 &&
     ib_cut between 29762 - p11 "ib: rank [0-3]: link siwb[01] port 1 .* failed (nothing heard for" \
-        "ib: rank [0-3]: link siwb[01] port 1 .* failed" && sleep 1 && ib_flap
+        "ib: rank [0-3]: link siwb[01] port 1 .* failed" && sleep 1 &&
+    ib_cut destroy 29765 - p11 "ib: rank 0: link siwb0 port 1 .* to rank 1 .* failed (nothing heard for" \
+        "ib: rank 1: link siwb1 port 1 .* failed (rank 0 lost it)" "-q 8000" && sleep 1 && ib_flap
     rc=$?
     nic2_del
     return $rc

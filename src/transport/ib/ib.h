@@ -558,6 +558,9 @@ int ib_fo_peek(ib_ep_t *ep, const char **msg);
 ib_qp_t *ib_fo_taken(ib_ep_t *ep);
 /* 1 while some ep has notices or resends left to post */
 int ib_fo_busy(const struct rcoll_tl_ctx *ctx);
+/* 1 while a live queue pair of an ep that can fail over has messages the
+ * peer has not credited back (nor said goodbye) */
+int ib_fo_unacked(const struct rcoll_tl_ctx *ctx);
 /* Failback: 1 if lost q holds nothing this side still needs (no resend
  * from its staging left, the peer told, no message in its slots); its
  * state made new once its old QP is gone (ib_lazy.c); it is up again */

@@ -281,9 +281,11 @@ static void ib_sq_drain(struct rcoll_tl_ctx *ctx, int told, double deadline)
  * unread data is reset), and the peer, still waiting for our last chunk,
  * fails with "closed without goodbye" (check-rdma's 25%-loss connection
  * test, about 1 job in 20). A peer hands credits back once its engine
- * idles, within a second of taking the data; the wait is bounded by
- * min(RCOLL_TIMEOUT, 30 s). */
-static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
+ * idles, within a second of taking the data; the wait ends at `drain`,
+ * min(RCOLL_TIMEOUT, 30 s) after the destroy began (failover's wait
+ * before the goodbyes counts in it). */
+static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline,
+                     double drain)
 {
     ib_sq_drain(ctx, 0, deadline);
     /* an abort: until each peer it went to says it has it (CTRL_SEEN) */
@@ -294,7 +296,6 @@ static void ib_drain(struct rcoll_tl_ctx *ctx, int abort, double deadline)
             if (ib_poll(ctx) == 0)
                 usleep(100);
     }
-    double drain = rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout);
     while (!abort && rcoll_time_sec() < drain) {
         int waiting = 0;
         for (int g = 0; g < ctx->nq && !waiting; g++) {
@@ -432,12 +433,21 @@ static void ib_fail_notify(rcoll_tl_ctx_t *ctx, const char *reason)
 
 static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
 {
-    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
-    /* failover's notices and resends go before the goodbyes: a peer
-     * that has a goodbye on every live queue pair expects nothing more */
-    while (!abort && ctx->nfo && ib_fo_busy(ctx) && rcoll_time_sec() < deadline)
+    /* Where a peer can fail over, a queue pair lost now may hold messages
+     * it has not taken: until they are credited back (or the peer says
+     * goodbye), failover goes on as in the engine's turns (losses found,
+     * notices, resends), and our owed credits go back, as the peer's
+     * come. A peer that has a goodbye on every live queue pair expects
+     * nothing more, so the goodbyes wait for this. */
+    double fo_end = rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout);
+    while (!abort && ctx->nfo && (ib_fo_busy(ctx) || ib_fo_unacked(ctx)) &&
+           rcoll_time_sec() < fo_end) {
+        for (int g = 0; g < ctx->nq; g++)
+            ib_send_credits(ctx->qps[g]);
         if (ib_progress(ctx) == 0)
             usleep(100);
+    }
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
     for (int g = 0; g < ctx->nq; g++)
         if (ib_qp_sayable(ctx, ctx->qps[g]))
             ib_qp_goodbye(ctx->qps[g], abort, reason, deadline);
@@ -459,7 +469,7 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
                    (unsigned long long)ctx->n_sent,
                    (unsigned long long)ctx->n_zcopy,
                    (unsigned long long)ctx->n_placed);
-    ib_drain(ctx, abort, deadline);
+    ib_drain(ctx, abort, deadline, fo_end);
     ib_ctx_unhook(ctx);
     for (int g = 0; g < ctx->nq; g++)
         ib_qp_free(ctx, ctx->qps[g]);

@@ -255,6 +255,19 @@ int ib_fo_busy(const struct rcoll_tl_ctx *ctx)
     return 0;
 }
 
+int ib_fo_unacked(const struct rcoll_tl_ctx *ctx)
+{
+    for (int i = 0; i < ctx->p.nranks; i++) {
+        const ib_ep_t *ep = ctx->eps[i];
+        for (int k = 0; ep && ep->fo && !ep->failed && k < ctx->nqps; k++) {
+            const ib_qp_t *q = &ep->qps[k];
+            if (q->up && !q->ended && !q->bye && q->sl.credits < q->sl.n)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 int ib_fo_quiet(const ib_qp_t *q)
 {
     const ib_ep_t *ep = q->ep;
