@@ -243,6 +243,8 @@ struct ib_ep {
      * until conn_deadline for all of them to be */
     int pending;
     double conn_deadline;
+    double ready_at;          /* lazy, failover: its first queue pair was
+                                 ready then (ib_lazy_tick) */
     /* failover (ib_fo.c) */
     int fo;                   /* its queue pairs span several devices */
     int fo_on;                /* one was lost: new messages go round the
@@ -387,6 +389,15 @@ static inline int ib_qp_ready(const struct rcoll_tl_ctx *ctx,
                               const ib_qp_t *q)
 {
     return q->up && (ctx->oob || q->active || q->heard);
+}
+
+/* q's reachability probe (ib_lazy.c) is over: its socket goes */
+static inline void ib_probe_close(ib_qp_t *q)
+{
+    if (q->probe) {
+        close(q->probe - 1);
+        q->probe = 0;
+    }
 }
 
 /* A message to ep waits for a connection: ib_lazy_tick starts it */

@@ -364,9 +364,10 @@ rcoll_status_t ib_cm_connect_request(struct rcoll_tl_ctx *ctx,
             rdma_ack_cm_event(ev);
             rdma_destroy_id(id);
             *gone = 1;
-            return st;
+            return ib_cm_failback_err(ctx, nq, st);
         }
     }
+    ib_probe_close(nq); /* (ours, on iWARP: the peer's attempt came) */
     nq->id = id;
     id->context = nq;
     nq->conn_at = rcoll_time_sec();

@@ -329,8 +329,7 @@ static void ib_ctx_unhook(struct rcoll_tl_ctx *ctx)
 /* One QP disconnected and destroyed, its memory deregistered and freed. */
 static void ib_qp_free(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 {
-    if (q->probe) /* (failback: ib_lazy.c) */
-        close(q->probe - 1);
+    ib_probe_close(q); /* (failback, lazy failover: ib_lazy.c) */
     if (q->id) {
         if (q->up)
             rdma_disconnect(q->id);

@@ -458,6 +458,7 @@ static rcoll_status_t ib_fo_flush(ib_ep_t *ep)
     ib_fo_tell(ep);
     if (ep->tell) {
         ep->ctx->fo_work = 1;
+        ib_lazy_want(ep); /* (lazy: none may be connected yet) */
         return RCOLL_INPROGRESS;
     }
     rcoll_status_t st = ib_fo_resend(ep);

@@ -13,6 +13,8 @@ void ib_ep_fail(ib_ep_t *ep, const char *fmt, ...)
     if (ep->failed)
         return;
     ep->failed = 1;
+    for (int k = 0; k < ep->ctx->nqps; k++)
+        ib_probe_close(&ep->qps[k]);
     memcpy(what, "ib: ", 4);
     va_start(ap, fmt);
     vsnprintf(what + 4, sizeof(what) - 4, fmt, ap);

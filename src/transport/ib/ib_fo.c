@@ -93,6 +93,7 @@ int ib_fo_down(ib_qp_t *q, const char *why)
     q->ended = 1;
     q->nlost++;
     ep->nlost++;
+    ib_probe_close(q);
     int live = ib_fo_live(ep);
     if (!ep->fo || live == 0)
         return -1;
@@ -248,9 +249,13 @@ int ib_fo_busy(const struct rcoll_tl_ctx *ctx)
 {
     for (int i = 0; i < ctx->p.nranks; i++) {
         const ib_ep_t *ep = ctx->eps[i];
-        if (ep && ep->fo_on && !ep->failed &&
-            (ep->tell || ep->rs_head < ep->nrs))
-            return 1;
+        if (!ep || !ep->fo_on || ep->failed ||
+            !(ep->tell || ep->rs_head < ep->nrs))
+            continue;
+        /* (lazy: with none connected, nothing can go) */
+        for (int k = 0; k < ctx->nqps; k++)
+            if (!ep->qps[k].ended && ib_qp_ready(ctx, &ep->qps[k]))
+                return 1;
     }
     return 0;
 }
@@ -293,6 +298,7 @@ void ib_fo_renew(ib_qp_t *q)
     q->nwords = 0;
     q->t_prog = q->ping_at = 0;
     q->fresh = 1;
+    ib_probe_close(q);
     q->retry_at = rcoll_time_sec() + rcoll_config.rail_retry;
 }
 

@@ -40,15 +40,19 @@ static void lazy_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 
 /* iWARP's rdma_connect blocks in the kernel until the TCP connection
  * under it is up (siw: over a minute for a peer out of reach), so before a
- * failback attempt a plain TCP socket from the device's address connects,
- * without blocking, to the peer's listener (which drops it when it
- * closes): 1 once that succeeded (start now), 0 while it is under way or
- * after it failed (then the next try is in RCOLL_RAIL_RETRY seconds). */
+ * failback attempt (and a first one where the peer can fail over) a plain
+ * TCP socket from the device's address connects, without blocking, to the
+ * peer's listener (which drops it when it closes): 1 once the peer
+ * answered (start now; a refusal, as from a listener the device keeps to
+ * itself, proves the path too), 0 while it is under way or after it
+ * failed (then the next try is in RCOLL_RAIL_RETRY seconds). */
 static int lazy_probe(struct rcoll_tl_ctx *ctx, ib_qp_t *q, double now)
 {
     double retry = rcoll_config.rail_retry;
     if (q->dev->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
         return 1;
+    if (q->probe && now - q->probe_at > 1.0 + RCOLL_MAX(retry, 0.1))
+        ib_probe_close(q); /* a stale one (its attempt went otherwise) */
     if (!q->probe) {
         struct sockaddr_in src = q->dev->addr;
         src.sin_port = 0;
@@ -74,9 +78,8 @@ static int lazy_probe(struct rcoll_tl_ctx *ctx, ib_qp_t *q, double now)
         getsockopt(pf.fd, SOL_SOCKET, SO_ERROR, &err, &len);
     else if (now - q->probe_at < 1.0)
         return 0;
-    close(pf.fd);
-    q->probe = 0;
-    if (err == 0)
+    ib_probe_close(q);
+    if (err == 0 || err == ECONNREFUSED)
         return 1;
     q->retry_at = now + retry;
     return 0;
@@ -135,6 +138,7 @@ static void lazy_lost(struct rcoll_tl_ctx *ctx, ib_qp_t *q, const char *why)
     ib_ep_t *ep = q->ep;
     if (q->id)
         lazy_drop(ctx, q);
+    ib_probe_close(q);
     if (ep->failed || q->down)
         return;
     if (ep->fo && ib_fo_down(q, why) == 0)
@@ -163,29 +167,31 @@ static void lazy_start(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 }
 
 /* Where ep can fail over: its queue pairs not connected RCOLL_RAIL_TIMEOUT
- * after their first attempt while another is, or at RCOLL_TIMEOUT (by
- * then one was: else the peer failed), are lost. */
-static void lazy_fo_late(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, double now,
-                         int ready)
+ * after their first attempt and after another connected (ep->ready_at),
+ * or at RCOLL_TIMEOUT (by then one was: else the peer fails), are lost.
+ * Returns how many. */
+static int lazy_fo_late(struct rcoll_tl_ctx *ctx, ib_ep_t *ep, double now,
+                        int ready)
 {
     double t = rcoll_config.rail_timeout;
     char why[192];
+    int n = 0;
+    if (ready > 0 && !ep->ready_at)
+        ep->ready_at = now;
     for (int k = 0; k < ctx->nqps && !ep->failed && ready > 0; k++) {
         ib_qp_t *q = &ep->qps[k];
+        double since = RCOLL_MAX(q->conn_at, ep->ready_at);
         if (ib_qp_ready(ctx, q) || q->down || !q->conn_at ||
-            !((t > 0 && now - q->conn_at > t) || now > ep->conn_deadline))
+            !((t > 0 && now - since > t) || now > ep->conn_deadline))
             continue;
         snprintf(why, sizeof(why),
-                 "no connection within %.1f s of its "
-                 "first attempt, while %d other queue pair(s) to the same "
-                 "rank connected",
+                 "no connection within %.1f s of its first attempt, while %d "
+                 "other queue pair(s) to the same rank connected",
                  now - q->conn_at, ready);
-        if (q->probe) { /* (its reachability probe, on iWARP) */
-            close(q->probe - 1);
-            q->probe = 0;
-        }
         lazy_lost(ctx, q, why);
+        n += q->down;
     }
+    return n;
 }
 
 void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
@@ -209,7 +215,11 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
                 lost++;
                 continue;
             }
-            if (q->id || q->up || q->ended || now < q->await)
+            if (q->id || q->up || q->ended) {
+                ib_probe_close(q); /* (an attempt of the peer's came) */
+                continue;
+            }
+            if (now < q->await)
                 continue;
             if (ep->fo) {
                 /* an iWARP attempt to a peer out of reach blocks the
@@ -222,7 +232,7 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
             lazy_start(ctx, q);
         }
         if (ep->fo && !ep->failed && ready + lost < ctx->nqps)
-            lazy_fo_late(ctx, ep, now, ready);
+            lost += lazy_fo_late(ctx, ep, now, ready);
         if (!ep->failed && ready + lost < ctx->nqps && now > ep->conn_deadline)
             ib_ep_fail(ep, "no connection to %s within RCOLL_TIMEOUT (%g s): "
                        "%d of %d queue pairs ready", ib_peer_str(ctx,
