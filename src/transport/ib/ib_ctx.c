@@ -435,14 +435,24 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
     /* Where a peer can fail over, a queue pair lost now may hold messages
      * it has not taken: until they are credited back (or the peer says
      * goodbye), failover goes on as in the engine's turns (losses found,
-     * notices, resends), and our owed credits go back, as the peer's
-     * come. A peer that has a goodbye on every live queue pair expects
-     * nothing more, so the goodbyes wait for this. */
+     * notices, resends; connections on first use and failback's, whose
+     * cm events are read here), and every slot of ours is released and
+     * credited back: nothing here takes a message any more (copies after
+     * a loss, notices), and a peer in its own destroy waits for them. A
+     * peer that has a goodbye on every live queue pair expects nothing
+     * more, so the goodbyes wait for this. */
     double fo_end = rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout);
     while (!abort && ctx->nfo && (ib_fo_busy(ctx) || ib_fo_unacked(ctx)) &&
            rcoll_time_sec() < fo_end) {
-        for (int g = 0; g < ctx->nq; g++)
-            ib_send_credits(ctx->qps[g]);
+        for (int g = 0; g < ctx->nq; g++) {
+            ib_qp_t *q = ctx->qps[g];
+            while (q->sl.count > 0)
+                rcoll_slots_release(&q->sl);
+            ib_send_credits(q);
+        }
+        ib_lazy_tick(ctx);
+        if (ctx->ech_h.cb == ib_lazy_event)
+            ib_lazy_event(&ctx->ech_h, 0);
         if (ib_progress(ctx) == 0)
             usleep(100);
     }
@@ -468,7 +478,8 @@ static void ib_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort, const char *reason)
                    (unsigned long long)ctx->n_sent,
                    (unsigned long long)ctx->n_zcopy,
                    (unsigned long long)ctx->n_placed);
-    ib_drain(ctx, abort, deadline, fo_end);
+    /* (a second at least: the goodbyes' sends may have just left) */
+    ib_drain(ctx, abort, deadline, RCOLL_MAX(fo_end, rcoll_time_sec() + 1.0));
     ib_ctx_unhook(ctx);
     for (int g = 0; g < ctx->nq; g++)
         ib_qp_free(ctx, ctx->qps[g]);

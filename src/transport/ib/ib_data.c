@@ -420,6 +420,13 @@ static rcoll_status_t ib_fo_resend(ib_ep_t *ep)
             continue;
         }
         if (!ib_qp_ready(ctx, q)) { /* lazy: not connected yet */
+            for (int k = 0; k < ctx->nqps; k++)
+                if (!ep->qps[k].ended && ib_qp_ready(ctx, &ep->qps[k])) {
+                    ep->tx_rr = k; /* one that is */
+                    break;
+                }
+            if (ep->tx_rr != q->idx)
+                continue;
             ib_lazy_want(ep);
             return RCOLL_INPROGRESS;
         }
@@ -483,14 +490,14 @@ static void ib_fo_stalls(struct rcoll_tl_ctx *ctx, double now)
     for (int g = 0; t > 0 && g < ctx->nq; g++) {
         ib_qp_t *q = ctx->qps[g];
         ib_ep_t *ep = q->ep;
-        if (!ep->fo || q->ended || !q->up || ep->failed ||
+        if (!ep->fo || q->ended || !q->up || q->bye || ep->failed ||
             (q->sl.credits == q->sl.n && q->tx_seq == q->tx_done) ||
             now - q->t_prog < t / 3)
             continue;
         for (int k = 0; k < ctx->nqps; k++) {
             ib_qp_t *r = &ep->qps[k];
-            if (!r->ended && ib_qp_ready(ctx, r) && r->t_prog >= r->ping_at &&
-                now - r->ping_at >= t / 3 &&
+            if (!r->ended && !r->bye && ib_qp_ready(ctx, r) &&
+                r->t_prog >= r->ping_at && now - r->ping_at >= t / 3 &&
                 ib_post_note(r, IMM(IMM_CTRL, 0, CTRL_PING)) == 0)
                 r->ping_at = now;
         }

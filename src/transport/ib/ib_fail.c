@@ -122,8 +122,9 @@ static void ib_dev_lost(struct rcoll_tl_ctx *ctx, const ib_dev_t *d,
         ib_ep_t *ep = ctx->eps[i];
         for (int k = 0; ep && k < ctx->nqps && !ep->failed; k++) {
             ib_qp_t *q = &ep->qps[k];
-            if (q->dev != d || q->down)
-                continue;
+            if (q->dev != d || q->down || (ctx->lazy && !q->up && !q->id))
+                continue; /* (lazy, never connected: its first attempt
+                             finds out, if the device is still gone) */
             if (q->bye || ctx->closing)
                 q->ended = 1;
             else if (ib_fo_down(q, what) != 0)

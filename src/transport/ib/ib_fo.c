@@ -252,10 +252,13 @@ int ib_fo_busy(const struct rcoll_tl_ctx *ctx)
         if (!ep || !ep->fo_on || ep->failed ||
             !(ep->tell || ep->rs_head < ep->nrs))
             continue;
-        /* (lazy: with none connected, nothing can go) */
-        for (int k = 0; k < ctx->nqps; k++)
-            if (!ep->qps[k].ended && ib_qp_ready(ctx, &ep->qps[k]))
+        /* (with none connected or connecting, nothing can go) */
+        for (int k = 0; k < ctx->nqps; k++) {
+            const ib_qp_t *q = &ep->qps[k];
+            if (!q->ended && !q->bye &&
+                (ib_qp_ready(ctx, q) || (ctx->lazy && ep->pending)))
                 return 1;
+        }
     }
     return 0;
 }
