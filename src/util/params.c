@@ -356,11 +356,10 @@ static const param_t params[] = {
       "one subnet, else boot; boot: every rank the device that owns the "
       "bootstrap address; all: every rank all of them (up to 4), queue "
       "pair k of a pair over the k-th pair of devices on one subnet (set "
-      "RCOLL_IB_QPS_PER_PEER to the device count or a multiple); sends "
-      "then copy through staging (no zero-copy, no receive in place), and "
-      "a device lost mid-job fails over (RCOLL_RAIL_FAILOVER; not with "
-      "RCOLL_IB_CONNECT=lazy) and is used again once it is back "
-      "(RCOLL_RAIL_RETRY)"),
+      "RCOLL_IB_QPS_PER_PEER to the device count or a multiple); a device "
+      "lost mid-job then fails over (RCOLL_RAIL_FAILOVER: sends copy "
+      "through staging) and is used again once it is back "
+      "(RCOLL_RAIL_RETRY); receives in place register on each device"),
     P("IB_GID_INDEX", "auto", "int", ib_gid_index, string,
       "GID table index for RCOLL_IB_CONNECT=oob on RoCE; auto: "
       "(RoCE v2 with an IPv4 address first, never link-local)"),
