@@ -40,12 +40,12 @@ static void lazy_drop(struct rcoll_tl_ctx *ctx, ib_qp_t *q)
 
 /* iWARP's rdma_connect blocks in the kernel until the TCP connection
  * under it is up (siw: over a minute for a peer out of reach), so before a
- * failback attempt (and a first one where the peer can fail over) a plain
- * TCP socket from the device's address connects, without blocking, to the
- * peer's listener (which drops it when it closes): 1 once the peer
- * answered (start now; a refusal, as from a listener the device keeps to
- * itself, proves the path too), 0 while it is under way or after it
- * failed (then the next try is in RCOLL_RAIL_RETRY seconds). */
+ * failback attempt a plain TCP socket from the device's address connects,
+ * without blocking, to the peer's listener (which drops it when it
+ * closes): 1 once the peer answered (start now; a refusal, as from a
+ * listener the device keeps to itself, proves the path too), 0 while it
+ * is under way or after it failed (then the next try is in
+ * RCOLL_RAIL_RETRY seconds). */
 static int lazy_probe(struct rcoll_tl_ctx *ctx, ib_qp_t *q, double now)
 {
     double retry = rcoll_config.rail_retry;
@@ -130,9 +130,12 @@ static void lazy_rejoin(struct rcoll_tl_ctx *ctx)
     }
 }
 
-/* q's first connection failed (why): where the peer can fail over and
- * another queue pair may still reach it, q is lost (failback connects it
- * later, ib_fo.c); else the peer fails. */
+/* q's first connection failed (why). Where the peer can fail over: if
+ * another queue pair to it is connected, q is lost (failback connects it
+ * later, ib_fo.c); if none is yet, q tries again in RCOLL_RAIL_RETRY
+ * (ib_lazy_tick fails the peer at RCOLL_TIMEOUT): lost with nothing
+ * connected, the loss could never be told, nor q renewed. Else the peer
+ * fails. */
 static void lazy_lost(struct rcoll_tl_ctx *ctx, ib_qp_t *q, const char *why)
 {
     ib_ep_t *ep = q->ep;
@@ -141,8 +144,23 @@ static void lazy_lost(struct rcoll_tl_ctx *ctx, ib_qp_t *q, const char *why)
     ib_probe_close(q);
     if (ep->failed || q->down)
         return;
-    if (ep->fo && ib_fo_down(q, why) == 0)
-        return;
+    if (ep->fo) {
+        int other = 0;
+        for (int k = 0; k < ctx->nqps && !other; k++)
+            other = k != q->idx && !ep->qps[k].ended &&
+                    ib_qp_ready(ctx, &ep->qps[k]);
+        if (!other && !q->up) {
+            rcoll_debug(RCOLL_SUBSYS_NET,
+                        "ib: rank %d: queue pair %d to rank %d: %s; none "
+                        "connected yet: again later",
+                        ctx->p.rank, q->idx, ep->peer, why);
+            q->await = rcoll_time_sec() + RCOLL_MAX(rcoll_config.rail_retry,
+                                                    0.1);
+            return;
+        }
+        if (ib_fo_down(q, why) == 0)
+            return;
+    }
     ib_ep_fail(ep, "%s", why);
 }
 
@@ -221,14 +239,14 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
             }
             if (now < q->await)
                 continue;
-            if (ep->fo) {
-                /* an iWARP attempt to a peer out of reach blocks the
-                 * engine (lazy_probe): probed first, as failback does */
-                if (!q->conn_at)
-                    q->conn_at = now;
-                if (now < q->retry_at || !lazy_probe(ctx, q, now))
-                    continue;
-            }
+            /* (not probed first, as failback is: with every rank
+             * connecting at once, probes of siw's listeners were followed
+             * by real attempts refused ("Connection refused") until
+             * RCOLL_TIMEOUT in 2 of 8 runs of check-rdma's ib_lazy_fo;
+             * none in 5 runs since. A link down from the start fails the
+             * address resolution instead.) */
+            if (ep->fo && !q->conn_at)
+                q->conn_at = now;
             lazy_start(ctx, q);
         }
         if (ep->fo && !ep->failed && ready + lost < ctx->nqps)
