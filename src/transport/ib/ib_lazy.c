@@ -240,11 +240,9 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
             if (now < q->await)
                 continue;
             /* (not probed first, as failback is: with every rank
-             * connecting at once, probes of siw's listeners were followed
-             * by real attempts refused ("Connection refused") until
-             * RCOLL_TIMEOUT in 2 of 8 runs of check-rdma's ib_lazy_fo;
-             * none in 5 runs since. A link down from the start fails the
-             * address resolution instead.) */
+             * connecting at once, siw refused real attempts after probes
+             * of its listeners - see a29c0b8. A link down from the start
+             * fails the address resolution instead.) */
             if (ep->fo && !q->conn_at)
                 q->conn_at = now;
             lazy_start(ctx, q);
