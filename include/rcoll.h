@@ -1,4 +1,4 @@
-/*
+/** @file rcoll.h
  * rcoll.h - the public C API of rcoll, a collective communication library.
  *
  * Conventions
@@ -37,15 +37,16 @@
 extern "C" {
 #endif
 
+/** Marks the library's exported functions (only they are visible). */
 #if defined(__GNUC__)
 #define RCOLL_API __attribute__((visibility("default")))
 #else
 #define RCOLL_API
 #endif
 
-#define RCOLL_VERSION_MAJOR 0
-#define RCOLL_VERSION_MINOR 1
-#define RCOLL_VERSION_PATCH 0
+#define RCOLL_VERSION_MAJOR 0 /**< major version of this header */
+#define RCOLL_VERSION_MINOR 1 /**< minor version of this header */
+#define RCOLL_VERSION_PATCH 0 /**< patch level of this header */
 
 /** A communicator: a group of ranks that run collectives together. */
 typedef struct rcoll_comm *rcoll_comm_t;
@@ -54,7 +55,9 @@ typedef struct rcoll_request *rcoll_request_t;
 /** Rendezvous handle: where rank 0's bootstrap listens plus a 128-bit secret.
  *  Made by rcoll_get_unique_id on one process and passed to all others
  *  (it is a plain byte blob: send it over MPI, a file, a key-value store). */
-typedef struct { char internal[128]; } rcoll_unique_id_t;
+typedef struct {
+    char internal[128]; /**< opaque bytes */
+} rcoll_unique_id_t;
 /** A cudaStream_t for GPU buffers; NULL for host buffers. */
 typedef void *rcoll_stream_t;
 
@@ -105,9 +108,9 @@ typedef enum {
     RCOLL_OP_COUNT /**< number of operations; not an operation */
 } rcoll_op_t;
 
-/* ------------------------------------------------------------------------ */
-/* Communicators                                                            */
-/* ------------------------------------------------------------------------ */
+/** @name Communicators
+ */
+/** @{ */
 
 /** Create a rendezvous handle. Starts a small bootstrap thread in this
  *  process that serves the rendezvous of exactly one communicator and then
@@ -141,6 +144,7 @@ typedef struct {
                            fail with RCOLL_ERR_TIMEOUT; <= 0:
                            RCOLL_TIMEOUT */
 } rcoll_comm_config_t;
+/** Initializer of rcoll_comm_config_t: every setting the process's. */
 #define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), 0}
 
 /** rcoll_comm_init_rank with settings of this communicator's own
@@ -187,6 +191,9 @@ RCOLL_API rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
  *  and no operation may use it once it is deregistered. rcoll does not
  *  watch for freed memory: deregister before free. Not thread-safe with
  *  other calls on the same communicator.
+ *  @param[in] comm     the communicator.
+ *  @param[in] buf      start of the range.
+ *  @param[in] len      its length in bytes.
  *  @param[out] handle  for rcoll_comm_deregister. */
 RCOLL_API rcoll_status_t rcoll_comm_register(rcoll_comm_t comm, void *buf,
                                              size_t len, void **handle);
@@ -198,6 +205,7 @@ RCOLL_API rcoll_status_t rcoll_comm_deregister(rcoll_comm_t comm,
 /** The communicator's asynchronous error: RCOLL_OK while healthy, else the
  *  first error (a peer died, a timeout...), which every later operation also
  *  returns. Non-blocking; rcoll_last_error() then holds the message.
+ *  @param[in] comm  the communicator.
  *  @param[out] err  the error. */
 RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
                                                     rcoll_status_t *err);
@@ -211,15 +219,18 @@ RCOLL_API rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm,
  *  the same (RCOLL_DUMP_SIGNAL), and `rcoll-info -p PID` prints it. */
 RCOLL_API rcoll_status_t rcoll_comm_dump(rcoll_comm_t comm);
 
-/* ------------------------------------------------------------------------ */
-/* Collectives (blocking). Semantics as in NCCL/MPI.                        */
-/* Each returns RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT (NULL comm, NULL buffer */
-/* with count > 0, unknown datatype/op, root out of range, count * size     */
-/* overflow), or the communicator's error (RCOLL_ERR_REMOTE, _TIMEOUT,      */
-/* _MISMATCH, _ABORTED). count == 0 is legal and moves nothing: all but    */
-/* all-to-allv and the barrier then return at once, without waiting for    */
-/* any peer (as Open MPI and NCCL do); a non-blocking one is done at once.  */
-/* ------------------------------------------------------------------------ */
+/** @} */
+
+/** @name Collectives (blocking)
+ *  Semantics as in NCCL/MPI. Each returns RCOLL_OK,
+ *  RCOLL_ERR_INVALID_ARGUMENT (NULL comm, NULL buffer with count > 0,
+ *  unknown datatype/op, root out of range, count * size overflow), or the
+ *  communicator's error (RCOLL_ERR_REMOTE, _TIMEOUT, _MISMATCH, _ABORTED).
+ *  count == 0 is legal and moves nothing: all but all-to-allv and the
+ *  barrier then return at once, without waiting for any peer (as Open MPI
+ *  and NCCL do); a non-blocking one is done at once.
+ */
+/** @{ */
 
 /** recvbuf[i] = op over all ranks of sendbuf[i], on every rank.
  *  In place when sendbuf == recvbuf. */
@@ -324,68 +335,105 @@ RCOLL_API rcoll_status_t rcoll_recv_tag(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
         rcoll_stream_t stream);
 
-/* ------------------------------------------------------------------------ */
-/* Groups (NCCL's semantics). Per thread; they nest, and only the outermost  */
-/* rcoll_group_end acts. Operations called in between - blocking ones too -  */
-/* are only checked and recorded; rcoll_group_end posts them all in call     */
-/* order, so they progress together, and returns once the blocking ones have */
-/* finished (their first error, if any). So blocking sends and receives      */
-/* round a ring inside a group are correct. A request of a non-blocking call */
-/* in a group cannot be waited for before the group ends. Collectives inside */
-/* a group must still be called in the same order on every rank. GPU buffers */
-/* are not supported inside a group in this release.                         */
-/* ------------------------------------------------------------------------ */
+/** @} */
 
+/** @name Groups (NCCL's semantics)
+ *  Per thread; they nest, and only the outermost rcoll_group_end acts.
+ *  Operations called in between - blocking ones too - are only checked and
+ *  recorded; rcoll_group_end posts them all in call order, so they progress
+ *  together, and returns once the blocking ones have finished (their first
+ *  error, if any). So blocking sends and receives round a ring inside a
+ *  group are correct. A request of a non-blocking call in a group cannot be
+ *  waited for before the group ends. Collectives inside a group must still
+ *  be called in the same order on every rank. GPU buffers are not supported
+ *  inside a group in this release.
+ */
+/** @{ */
+
+/** Open a group (see above): operations until the matching
+ *  rcoll_group_end are recorded and posted together. */
 RCOLL_API rcoll_status_t rcoll_group_start(void);
 /** @return RCOLL_OK, RCOLL_ERR_INVALID_ARGUMENT without an open group, or
  *          the first error of the group's operations. */
 RCOLL_API rcoll_status_t rcoll_group_end(void);
 
-/* ------------------------------------------------------------------------ */
-/* Non-blocking forms: the same arguments plus `req` last. They return       */
-/* RCOLL_OK once the operation is posted (buffers must stay valid and        */
-/* unmodified until it completes), or an error without setting *req.         */
-/* ------------------------------------------------------------------------ */
+/** @} */
 
+/** @name Non-blocking forms
+ *  The same arguments plus `req` last.
+ *  They return RCOLL_OK once the operation is posted (buffers must stay
+ *  valid and unmodified until it completes), or an error without setting
+ *  *req.
+ */
+/** @{ */
+
+/** Non-blocking rcoll_allreduce: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_allgather: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf,
         size_t sendcount, rcoll_datatype_t dt, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_broadcast: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ibroadcast(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_reduce_scatter: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf,
         void *recvbuf, size_t recvcount, rcoll_datatype_t dt, rcoll_op_t op,
         rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_reduce: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_op_t op, int root,
         rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_barrier: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm,
         rcoll_request_t *req);
+/** Non-blocking rcoll_send: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_isend(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_recv: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_irecv(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_send_tag: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_isend_tag(const void *buf, size_t count,
         rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_recv_tag: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_irecv_tag(void *buf, size_t count,
         rcoll_datatype_t dt, int peer, int tag, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_alltoall: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf,
         size_t count, rcoll_datatype_t dt, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_alltoallv: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_ialltoallv(const void *sendbuf,
         const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
         const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt,
         rcoll_comm_t comm, rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_gather: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf,
         size_t sendcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
+/** Non-blocking rcoll_scatter: posts it and sets *req (complete it with
+ *  rcoll_wait, rcoll_test or their _status forms). */
 RCOLL_API rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf,
         size_t recvcount, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
         rcoll_stream_t stream, rcoll_request_t *req);
@@ -417,6 +465,7 @@ typedef struct {
     int source;            /**< out: a receive: the sending rank; else -1 */
     int tag;               /**< out: a receive: the message's tag; else -1 */
 } rcoll_req_status_t;
+/** Initializer of rcoll_req_status_t (sets `size`). */
 #define RCOLL_REQ_STATUS_INIT {sizeof(rcoll_req_status_t), RCOLL_OK, 0, -1, -1}
 
 /** rcoll_wait that also fills *status (may be NULL). */
@@ -427,9 +476,11 @@ RCOLL_API rcoll_status_t rcoll_wait_status(rcoll_request_t req,
 RCOLL_API rcoll_status_t rcoll_test_status(rcoll_request_t req, int *done,
                                            rcoll_req_status_t *status);
 
-/* ------------------------------------------------------------------------ */
-/* Errors and sizes                                                          */
-/* ------------------------------------------------------------------------ */
+/** @} */
+
+/** @name Errors and sizes
+ */
+/** @{ */
 
 /** A constant string for a status ("invalid argument", ...). */
 RCOLL_API const char *rcoll_status_string(rcoll_status_t status);
@@ -443,6 +494,8 @@ RCOLL_API size_t rcoll_datatype_size(rcoll_datatype_t dt);
 
 /** The version string, e.g. "0.1.0". */
 RCOLL_API const char *rcoll_version(void);
+
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 # valgrind and clang (libFuzzer) serve scripts/check-sanitizers.sh;
 # python3-venv and python3-dev build the PyTorch backend (check-torch.sh);
 # python3-mpi4py and python3-numpy run an mpi4py program under
-# librcoll-mpi, and hpcc (HPC Challenge) under it (tests/test_mpi_preload.sh).
+# librcoll-mpi, and hpcc (HPC Challenge) under it (tests/test_mpi_preload.sh);
+# doxygen makes the API man pages (docs/Doxyfile, tests/test_docs.sh).
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       libpmix-dev openmpi-bin libopenmpi-dev
@@ -16,7 +17,7 @@ PKGS="build-essential autoconf automake libtool pkg-config
       ibverbs-providers ibverbs-utils rdmacm-utils perftest
       qemu-system-x86 busybox-static cpio kmod xz-utils util-linux
       valgrind clang python3 python3-venv python3-dev python3-mpi4py
-      python3-numpy hpcc"
+      python3-numpy hpcc doxygen"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

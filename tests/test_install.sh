@@ -7,6 +7,13 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 make -C "$B" install DESTDIR="$d/root" > "$d/install.log" 2>&1 || { tail "$d/install.log"; exit 1; }
 prefix=$(sed -n 's/^prefix=//p' "$B/rcoll.pc")
+# the API man pages, where the build made them (configure found doxygen)
+if grep -q '^DOXYGEN = .' "$B/Makefile"; then
+    m3="$d/root$prefix/share/man/man3"
+    [ -f "$m3/rcoll.h.3" ] && [ -f "$m3/rcoll_allreduce.3" ] ||
+        { echo "API man pages not installed in $m3"; exit 1; }
+    echo "man pages: $(ls "$m3" | wc -l) in man3"
+fi
 libdir=$(sed -n 's/^libdir=//p' "$B/rcoll.pc" | sed "s|\${exec_prefix}|$prefix|")
 export PKG_CONFIG_SYSROOT_DIR="$d/root" PKG_CONFIG_PATH="$d/root$libdir/pkgconfig"
 cat > "$d/hello.c" <<'C'

@@ -201,8 +201,8 @@ static const param_t params[] = {
       "the host's topology in hwloc's XML format (lstopo --of xml): GPUs, "
       "NICs, the PCIe tree and NVLink, instead of detecting it with hwloc "
       "(virtual machines hide the real PCIe tree); rcoll-topo explains the "
-      "decisions taken from it (the library's collectives do not depend on "
-      "it yet: they need GPU buffers)"),
+      "decisions taken from it; the ib transport takes each rank's NIC "
+      "from it (RCOLL_IB_NIC=spread)"),
     P("TOPO_DUMP_FILE", "", "path", topo_dump_file, string,
       "rank 0 writes the topology in use (RCOLL_TOPO_FILE's, else the one "
       "hwloc detects) to this file in hwloc's XML when a communicator is "
@@ -210,7 +210,8 @@ static const param_t params[] = {
     P("GDR_LEVEL", "PXB", "string", gdr_level, string,
       "farthest GPU-NIC path class (PIX, PXB, PHB, SYS) at which GPUDirect "
       "RDMA is used; farther paths stage through host memory (shown by "
-      "rcoll-topo; GPU buffers are not in this release)"),
+      "rcoll-topo; GPUDirect RDMA is not built yet: GPU buffers stage "
+      "through host memory)"),
     P("CUDA", "1", "int", cuda, int,
       "0: never load the CUDA driver (every buffer is host memory); 1: "
       "load libcuda.so.1 at the first collective, if present, to tell "
