@@ -1,7 +1,7 @@
 #!/bin/sh
 # rcoll-perf's default trial (-n 20 -w 5) against a long one (-n 1000),
 # interleaved: one process per setting, transport, collective and round,
-# medians of the rounds, and -n 20's time / -n 1000's (issue 19: within
+# medians of the rounds, and -n 20's time / -n 1000's (the target: within
 # 10%). Above 1: a size's first calls cost more than its later ones
 # (page faults in buffers mapped late, warm-up of any kind).
 # usage: [B=build] [R=5] [TLS="shm tcp"] [N=2] [C="allreduce allgather

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Tests of the test harness: each mutant plants a bug that the suite once
-# let through (the audit of issue 21), or that a check exists to catch, in
-# a scratch copy of this tree, and runs the part of the suite that must
+# let through, or that a check exists to catch, in a scratch copy of this
+# tree, and runs the part of the suite that must
 # catch it. The mutant is killed when that part fails (the suite's own
 # "N passed, M failed" with M > 0 and a non-zero exit); a mutant that
 # survives is a hole in the harness. Outside CI (about 4 minutes: one

@@ -8,25 +8,20 @@
  * Start-up placement (--spread MS, default 200): rank r starts bound to
  * one of the k CPUs rcoll-run may use, and after MS milliseconds every
  * thread of its process group that is still bound so gets rcoll-run's
- * whole CPU set back. Without it the scheduler put both ranks of a 2-rank
- * job on one core, for the whole of a short rcoll-perf run, in 9 and 6 of
- * two sets of 20 runs on these 2-core VMs (an 8-byte all-reduce took
- * 2.6-7 us instead of 0.2-0.8); with it in 0 of 20. Unlike mpirun's
- * default binding nothing stays bound, so jobs that share a machine are
- * not pinned onto the same cores for good.
+ * whole CPU set back. Without it the scheduler may leave both ranks of a
+ * small job on one core for the whole of a short run, which then takes
+ * several times as long. Unlike mpirun's default binding nothing stays
+ * bound, so jobs that share a machine are not pinned onto the same cores
+ * for good.
  * With k or fewer ranks, rank r takes the r-th CPU; with more, the CPUs
  * take blocks of consecutive ranks (rank r the (r k / N)-th), as hosts
  * do under host-contiguous placement: the trees whose subtrees are
  * blocks of ranks (binomial broadcast, reduce, gather, scatter) then have
- * their forwarding ranks (multiples of 2, 4, ...) on different CPUs.
- * Dealt out one by one (r mod k) they all shared one of 2 CPUs: in
- * blocks the broadcast over TCP, 4 and 8 ranks, 16 B - 64 KiB, was
- * 1.19-1.53x faster over a 0.1-1 s run; the others 0.88-1.11 (one
- * all-to-all row 0.77, 1.04 when run again) but the all-reduce of 64 KiB
- * on shared memory, 0.87-0.89, whose first,
- * biggest exchange (rank r with r + N/2) then crosses CPUs instead of
- * staying in one core's cache (docs/performance-small.md, seventeenth
- * run). */
+ * their forwarding ranks (multiples of 2, 4, ...) on different CPUs,
+ * where dealt out one by one (r mod k) they would crowd onto the same
+ * ones. The price: an exchange between ranks r and r + N/2 (the first and
+ * biggest of a shared-memory all-reduce) crosses CPUs instead of staying
+ * in one core's cache (docs/performance.md). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>

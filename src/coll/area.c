@@ -115,10 +115,9 @@ coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
             min = len;
     }
     /* every page mapped now, at setup: otherwise the first calls of a
-     * run take the faults (6-10 per rank in the first 128 calls at 8
-     * ranks, each mapping up to 16 pages), and rcoll-perf's default
-     * 20-call trial of an 8-byte all-reduce measured 0.42-0.76 us instead
-     * of 0.25; the owner maps its own area for writing */
+     * run take the page faults (each maps up to 16 pages), and a short
+     * benchmark's small calls cost up to three times their steady time;
+     * the owner maps its own area for writing */
     for (int r = 0; r < n; r++)
         rcoll_prefault(a->base[r], min, r == rank);
     /* the smallest area of all, so every rank computes the same size */

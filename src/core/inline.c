@@ -45,13 +45,12 @@ static int inline_timeout(struct rcoll_comm *c, coll_sched_t *s, double now)
  * which yields the core between looks. Spinning pays while our peers run
  * on other cores; while one waits for our core (the scheduler put two
  * ranks on one core, a job bound to fewer cores than it has ranks on the
- * host, a container's CPU quota) each spin only delays it: 2 ranks on one
- * core spun 2048 pause loops, ~80 us, per 8-byte all-gather, for the ~50
- * ms after start-up in one run in 4 to 6 of rcoll-perf on these VMs
- * before the scheduler moved a rank. So the budget follows what the
- * engine's yields find: one that took over RCOLL_SPIN_BUSY_S gave the core to
- * someone (a quarter of the budget, down to RCOLL_SPIN_MIN), a quick one found
- * nobody waiting (twice the budget, up to RCOLL_SPIN_MAX). */
+ * host, a container's CPU quota) each spin only delays it: the whole
+ * budget, RCOLL_SPIN_MAX pause loops, is ~80 us per call. So the budget
+ * follows what the engine's yields find: one that took over
+ * RCOLL_SPIN_BUSY_S gave the core to someone (a quarter of the budget,
+ * down to RCOLL_SPIN_MIN), a quick one found nobody waiting (twice the
+ * budget, up to RCOLL_SPIN_MAX). */
 static void spin_adapt(struct rcoll_comm *c)
 {
     if (c->yield_s > RCOLL_SPIN_BUSY_S)

@@ -12,11 +12,10 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rcoll_comm *live_head;
 /* Every change to the list bumps live_gen (under live_lock). A thread that
  * found c in the list at generation g knows it is still there as long as
- * live_gen reads g, so its next calls on c skip the lock and the walk: a
- * small blocking call made ten atomic operations, and each drains the
- * store buffer, whose stores to the shared area wait for their cache
- * lines (2 ranks, 32-byte shm broadcast: 0.18 -> 0.15 us with this and
- * the inline path's lock-free start, docs/design.md). */
+ * live_gen reads g, so its next calls on c skip the lock and the walk:
+ * each atomic operation drains the store buffer, whose stores to the
+ * shared area wait for their cache lines, and a small blocking call would
+ * otherwise make about ten of them (docs/design.md). */
 static uint64_t live_gen = 1; /* a thread's cache starts at 0: no match */
 static __thread struct rcoll_comm *live_seen;
 static __thread uint64_t live_seen_gen;

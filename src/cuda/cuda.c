@@ -180,11 +180,10 @@ rcoll_status_t rcoll_cuda_h2d(void *dst, const void *src, size_t bytes)
     return r == CUDA_SUCCESS ? RCOLL_OK : cu_error("cuMemcpyHtoD", r);
 }
 
-/* ---- kernels: one module per context, loaded once and kept. A process
- * that drives several devices (or contexts) alternately finds each one's
- * module here; before, the module of the last context was the only one
- * kept, so every switch loaded the fatbin again and the old modules were
- * never unloaded. Past MOD_MAX contexts the oldest entry is unloaded in
+/* ---- kernels: one module per context, loaded once and kept, so that a
+ * process that drives several devices (or contexts) alternately finds
+ * each one's module here instead of loading the fatbin again on every
+ * switch. Past MOD_MAX contexts the oldest entry is unloaded in
  * its context (if that context still exists) and reused. An entry whose
  * context was destroyed and whose handle came back for a new one fails
  * cuModuleGetFunction: it is dropped and loaded again, once. ---- */

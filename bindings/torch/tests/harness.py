@@ -69,8 +69,8 @@ def run(fn, world, *args, timeout_s=120, dies=()):
     # The store lives here, listening on a port the kernel picked before any
     # rank starts. (With free_port() and rank 0 binding it later, a rank's
     # retried connect could be given that very port as its own and connect
-    # to itself, or another socket take it: CI saw a rank fail to reach the
-    # store for 120 s once, in test_large[2].)
+    # to itself, or another socket take it, and the ranks would not reach
+    # the store before the timeout.)
     store = dist.TCPStore("127.0.0.1", 0, world, True,
                           timeout=datetime.timedelta(seconds=timeout_s),
                           wait_for_workers=False)

@@ -562,17 +562,17 @@ def worker_wakeups():
 def fam_worker_quiet(rank, world, gloo):
     """Synchronous collectives run by their callers leave the worker
     asleep: it looks at the queue at most about once per
-    RCOLL_TORCH_DEFER_US (1 ms). It used to go idle at once when it found
-    a caller running a work, and every next call's enqueue woke it again
-    (0.4-0.9 wake-ups per 32 KiB all-reduce on 2 ranks)."""
+    RCOLL_TORCH_DEFER_US (1 ms). A worker that went idle at once when it
+    found a caller running a work would be woken by every next call's
+    enqueue, a context switch per call: the wake-ups are counted."""
     a = data(rank, 8192, torch.float32, 31)
     want = reference_reduce(a, R.SUM, world, gloo)
     got = a.clone()
     for _ in range(50):
         got.copy_(a)
         dist.all_reduce(got)
-    # phases of as many calls on every rank (the old worker fell into and
-    # out of waking per call)
+    # phases of as many calls on every rank (a worker that wakes per call
+    # may do so in some phases and not in others)
     worst, calls = None, 4000
     for phase in range(5):
         w0, t0 = worker_wakeups(), time.monotonic()

@@ -279,8 +279,8 @@ static void ib_sq_drain(struct rcoll_tl_ctx *ctx, int told, double deadline)
  * connection down before the peer has it can lose our last messages
  * while they are still being retransmitted (a TCP connection closed with
  * unread data is reset), and the peer, still waiting for our last chunk,
- * fails with "closed without goodbye" (check-rdma's 25%-loss connection
- * test, about 1 job in 20). A peer hands credits back once its engine
+ * fails with "closed without goodbye" (check-rdma's lossy-connection test
+ * exercises this). A peer hands credits back once its engine
  * idles, within a second of taking the data; the wait ends at `drain`,
  * min(RCOLL_TIMEOUT, 30 s) after the destroy began (failover's wait
  * before the goodbyes counts in it). */

@@ -71,7 +71,7 @@ static int ib_dev_imm(struct ibv_context *verbs)
 /* siw (soft-iWARP) sends on a kernel TCP socket from the context of the
  * process that posts, without MSG_NOSIGNAL: a send to a peer whose
  * connection was reset raises SIGPIPE in this process, which by default
- * kills it (seen in CI: a survivor of a killed peer died with status 141).
+ * kills it (a survivor of a killed peer would die with status 141).
  * So on iWARP devices SIGPIPE is ignored when it is at its default; a
  * handler the program installed is left alone. Writes to a closed pipe or
  * socket then fail with EPIPE instead, as they do under Python. */

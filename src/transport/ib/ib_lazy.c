@@ -240,9 +240,9 @@ void ib_lazy_tick(struct rcoll_tl_ctx *ctx)
             if (now < q->await)
                 continue;
             /* (not probed first, as failback is: with every rank
-             * connecting at once, siw refused real attempts after probes
-             * of its listeners - see a29c0b8. A link down from the start
-             * fails the address resolution instead.) */
+             * connecting at once, siw has refused real attempts that
+             * followed probes of its listeners. A link down from the
+             * start fails the address resolution instead.) */
             if (ep->fo && !q->conn_at)
                 q->conn_at = now;
             lazy_start(ctx, q);

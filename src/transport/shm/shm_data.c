@@ -88,8 +88,9 @@ void shm_pidfd_event(rcoll_ev_handler_t *h, uint32_t events)
 /* The counters a peer writes are checked before use: a tail beyond what we
  * published (or going back), or a head more than a ring ahead of what we
  * consumed (or behind it), means its shared memory is corrupt, and fails
- * the peer instead of counting towards it (an impossible tail once made
- * the loop below run ~2^62 times: tests/fuzz/fuzz_shm_ring.c). */
+ * the peer instead of counting towards it (an impossible tail would make
+ * the loop below run ~2^62 times; tests/fuzz/fuzz_shm_ring.c feeds such
+ * counters). */
 static int shm_index_bad(shm_ep_t *ep, const char *which, uint64_t v,
                          uint64_t lo, uint64_t hi)
 {

@@ -54,11 +54,9 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
  * order, so each credit says which of its messages were freed, and it
  * lays out the ring exactly as the receiver does. So a stream of small
  * messages one way (a broadcast's) costs a credit message back every
- * half window of slots (tcp_window; 32 messages at 64 slots: broadcast
- * over loopback, 8 B - 8 KiB, 0-1.1 us faster at 2 ranks than a credit
- * per message, 0.8-4.8 us at 4), a stream of 4 KiB ones every 8, for the
- * memory of TCP_RING_MUL x RCOLL_NSLOTS buffers of 4 KiB, as when every
- * slot had one. */
+ * half window of slots (tcp_window; 32 messages at 64 slots), not one per
+ * message, and with `small` at its 4 KiB minimum a stream of 4 KiB ones
+ * costs one every 8. */
 #define TCP_SMALL 4096u
 /* A small communicator gets a bigger ring and sends more through it:
  * `small` is TCP_RING_BUDGET / (peers x sockets x TCP_RING_MUL x
@@ -67,10 +65,8 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
  * chunk buffer, and a one-way stream of them a credit message back per
  * two (half of RCOLL_NSLOTS): a system call on each side and a segment
  * for the sender's stack. Through a ring of 256 KiB, 16 KiB messages
- * cost one per eight (broadcast over loopback against 355cec9, 5
- * interleaved rounds of long runs, benchmarks/ab_long.sh: 2 ranks 16 KiB
- * 8.14 -> 7.49 us, 4 KiB 6.73 -> 6.53; 4 ranks 16 KiB 24.8 -> 17.0 us,
- * 4 KiB 17.4 -> 13.4; 64 KiB 1.01-1.18x). The rings take TCP_RING_BUDGET
+ * cost one per eight, about 30% off a 4-rank 16 KiB broadcast over
+ * loopback (docs/performance.md). The rings take TCP_RING_BUDGET
  * per rank in all at most, unless the 4 KiB minimum needs more. */
 #define TCP_SMALL_MAX 16384u
 #define TCP_RING_BUDGET (2u << 20)
@@ -82,11 +78,9 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
  * at most TCP_SLOT_BUDGET x 70 bytes unless the minimum needs more. A
  * root streaming small broadcasts stalls once it has filled a peer's
  * slots, until that peer runs and hands credits back, and with ranks
- * oversubscribed a peer may not run for a scheduler's time slice: 4-rank
- * broadcast over loopback on 2 cores, 32-512 B, 682 slots per socket
- * instead of 64 (two sockets per peer): 1.05-1.15x (7 interleaved
- * rounds, docs/benchmarks.md); the root then makes no system
- * call but its sends. */
+ * oversubscribed a peer may not run for a scheduler's time slice. With
+ * the deeper window (682 slots per socket at 4 ranks, not 64) the root
+ * makes no system call but its sends (docs/benchmarks.md). */
 #define TCP_SLOT_BUDGET 4096
 #define TCP_SLOT_MAX 1024
 /* Messages queued while the socket takes no more (each ~80 bytes): a

@@ -10,7 +10,7 @@ static int tcp_handle_wire(tcp_sock_t *s)
     tcp_ep_t *ep = s->ep;
     tcp_wire_t *w = &s->rx_wire;
     /* unsigned on the wire: compared before it is added (a huge value
-     * cast to int went negative and stalled the sender for good) */
+     * cast to int would go negative and stall the sender for good) */
     if (rcoll_slots_credit(&s->sl, w->credits) != 0) {
         tcp_ep_fail(ep, "protocol error: too many credits", 0);
         return -1;
@@ -94,16 +94,11 @@ static int tcp_handle_wire(tcp_sock_t *s)
  * all-reduce) left it in. In that mode the receiver's reads send no ACK,
  * so the ACK the kernel owes for every two small segments is built when
  * the second arrives: over loopback that is in the sender's system call,
- * on the sender's core (perf: __sock_wfree, tcp_v4_rcv under the root's
- * sendmsg). Out of it, the read that empties the socket ACKs, on the
- * receiver's core. That helps a sustained stream, whose sender is the
- * bottleneck (long runs against the build before, benchmarks/ab_long.sh,
- * 5 rounds: 2-rank broadcast 256 B - 4 KiB 1.16-1.24x, 4 ranks
- * 1.09-1.14x, all-reduce unchanged; docs/performance-small.md), but not
- * a short burst, whose receiver finishes last and then also sends an
- * ACK per read: 20 broadcasts after a barrier (rcoll-perf -n 20, 2
- * ranks) took 1.27x as long at 8 B and 1.10x at 512 B - 2 KiB when the
- * switch came after 4 reads. So it comes after TCP_ONEWAY_READS reads
+ * on the sender's core. Out of it, the read that empties the socket ACKs,
+ * on the receiver's core. That helps a sustained stream, whose sender is
+ * the bottleneck, but not a short burst (20 calls after a barrier), whose
+ * receiver finishes last and then also sends an ACK per read
+ * (docs/performance.md). So it comes after TCP_ONEWAY_READS reads
  * with data and no data message of ours between them, one setsockopt
  * (a failure only leaves the kernel's default); a credit message of ours
  * puts the kernel back in pingpong mode, and the next read takes it out
@@ -187,12 +182,11 @@ int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
  * limit (a protocol error). Both are allocated on first use. The ring is
  * also mapped at once (rcoll_prefault): otherwise every message of its
  * first lap takes the faults of the pages it lands on, and the first
- * calls of a size run slow (2-rank 8 KiB all-reduce over loopback: 10-12
- * us per call for the first 64 calls, 2 sockets x a 256 KiB ring, then
- * 7-8 us; with rcoll-perf's default -n 20 -w 5, 11.3-13.8 us against
- * 7.1-7.8 with -n 1000). A big buffer is not: a message of 20 KiB would
- * map all RCOLL_CHUNK_SIZE bytes of it, up to RCOLL_NSLOTS per socket,
- * and it is filled in its first use by a chunk-sized one anyway. */
+ * calls of a size run slow (a 2-rank 8 KiB all-reduce over loopback:
+ * about 1.5x its steady time for the first lap). A big buffer is not: a
+ * message of 20 KiB would map all RCOLL_CHUNK_SIZE bytes of it, up to
+ * RCOLL_NSLOTS per socket, and it is filled in its first use by a
+ * chunk-sized one anyway. */
 static char *tcp_slot_buf(tcp_sock_t *s, int slot)
 {
     struct rcoll_tl_ctx *ctx = s->ep->ctx;
@@ -533,10 +527,9 @@ int tcp_recv_full(rcoll_tl_ep_t *tep)
  * credit left is not stuck on us: when it spends its last one, that
  * message wakes us, and our next idle turn finds every slot taken. Until
  * then the credits wait for a message of ours to ride on, or for half the
- * slots (tcp_recv_release): a stream of small messages one way (a
- * broadcast's) no longer costs a credit message back per message, which
- * was a system call on each side and a segment for the root's stack to
- * take (2-rank 32-byte broadcast over loopback: 10 -> 7 us). */
+ * slots (tcp_recv_release), so that a stream of small messages one way (a
+ * broadcast's) does not cost a credit message back per message: a system
+ * call on each side and a segment for the sender's stack to take. */
 int tcp_idle(rcoll_tl_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->p.nranks; i++) {

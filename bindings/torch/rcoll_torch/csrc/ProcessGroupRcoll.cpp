@@ -529,14 +529,13 @@ void ProcessGroupRcoll::worker_loop()
             if (stopping_ && !running_)
                 return; /* everything queued is done */
             if (linger) {
-                /* callers that run their own works in a loop would wake
-                 * it on every call: it looks again after defer_, and
-                 * only then waits to be woken. Also while a caller runs
-                 * one (running_): idle at once then, every next call's
-                 * enqueue woke it again, a context switch per call that
-                 * preempted the other rank's main thread (2 ranks, 32 KiB
-                 * all-reduce: 0.9 worker wake-ups per call, 30-36 us a
-                 * call instead of 12-15) */
+                /* linger before going idle: a worker that went idle at
+                 * once would be woken by every enqueue of callers that
+                 * run their own works in a loop (also while a caller runs
+                 * one: running_), a context switch per call that preempts
+                 * the ranks' main threads. Not idle, it is not notified:
+                 * it looks again after defer_, and only then waits to be
+                 * woken. */
                 linger = false;
                 worker_idle_ = false;
                 cv_.wait_for(lk, defer_);
