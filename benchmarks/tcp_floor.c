@@ -3,7 +3,7 @@
  * TCP_NODELAY), a forked receiver reads them as fast as it can, waiting
  * in epoll_wait(0) and sched_yield between reads as rcoll's engine does
  * while it polls. Prints the sender's time per message: what a 2-rank
- * broadcast of SIZE bytes over TCP cannot beat (docs/performance-small.md).
+ * broadcast of SIZE bytes over TCP cannot beat (docs/performance.md, "Small messages in long runs").
  * Not built by make: cc -O2 -o tcp_floor benchmarks/tcp_floor.c
  * usage: tcp_floor SIZE N */
 #include <arpa/inet.h>

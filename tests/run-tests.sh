@@ -73,7 +73,7 @@ t "topo: rcoll-topo explains a topology" 30 sh -c "'$B/tools/rcoll-topo' --xml '
 t "topo: hwloc detection, RCOLL_TOPO_DUMP_FILE reads back" 60 sh "$S/tests/test_topo_detect.sh" "$B" "$S"
 t "topo: rcoll-topo --hosts shows the ring order, channels' rings, rings, locality and halving order" 30 sh -c "'$B/tools/rcoll-topo' --hosts a,b,a,b,a,b > '$LOGDIR/topo_hosts.out' 2>&1 || exit 1; cat '$LOGDIR/topo_hosts.out'; grep -q '^  0 2 4 | 1 3 5' '$LOGDIR/topo_hosts.out' && grep -q 'channel 1.s ring (backwards): 5 3 1 | 4 2 0' '$LOGDIR/topo_hosts.out' && grep -q 'channel 2.s ring: 2 4 0 | 3 5 1' '$LOGDIR/topo_hosts.out' && grep -q 'network ring 1: 2 3' '$LOGDIR/topo_hosts.out' && grep -q 'partner r ^ 2^k, k = 0..2: 2 0 0' '$LOGDIR/topo_hosts.out' && grep -q 'halves with r ^ 2^k for k = 1 0 ' '$LOGDIR/topo_hosts.out'"
 t "api: arguments and errors"     60 "$B/tests/test_api"
-t "docs: docs/variables.md is the parameter table; every exported function documented in rcoll.h(3)" 60 \
+t "docs: variables.md is the parameter table, README's table is rcoll-info -a's, links resolve, every exported function in rcoll.h(3)" 60 \
     sh "$S/tests/test_docs.sh" "$B" "$S"
 # every collective x type x op x count, on each transport
 # (8 ranks on these 2 cores: without the 8 MiB counts, which the smaller

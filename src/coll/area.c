@@ -187,8 +187,8 @@ int coll_area_fits(const coll_sched_t *s, const coll_env_t *e)
     size_t in = area_in_bytes(s, a->n), max = rcoll_config.shm_area_max;
     /* a broadcast publishes one input (the root's) and each rank copies it
      * once: up to 4x the limit (64 KiB by default) it beats the tree's
-     * copy into a slot and out per hop (1.16-1.86x at 32-64 KiB on 2 and
-     * 4 ranks; docs/benchmarks.md) */
+     * copy into a slot and out per hop (up to 64 KiB on 2 and 4 ranks;
+     * docs/design.md, "Small collectives through the shared area") */
     if (in > a->data || in > (s->kind == COLL_BROADCAST ? 4 * max : max))
         return 0;
     /* a reduction reads n inputs on every rank */

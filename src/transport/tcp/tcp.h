@@ -80,7 +80,7 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
  * slots, until that peer runs and hands credits back, and with ranks
  * oversubscribed a peer may not run for a scheduler's time slice. With
  * the deeper window (682 slots per socket at 4 ranks, not 64) the root
- * makes no system call but its sends (docs/benchmarks.md). */
+ * makes no system call but its sends (docs/design.md). */
 #define TCP_SLOT_BUDGET 4096
 #define TCP_SLOT_MAX 1024
 /* Messages queued while the socket takes no more (each ~80 bytes): a
