@@ -1,5 +1,5 @@
 /** @file rcoll.h
- * rcoll.h - the public C API of rcoll, a collective communication library.
+ * The public C API of rcoll, a collective communication library.
  *
  * Conventions
  *  - Every function returns an rcoll_status_t: RCOLL_OK (0) on success,
