@@ -270,7 +270,7 @@ t "scale: RCOLL_SHM_BUDGET: a pool of slots shared by 7 peers keeps the chunk; e
 t "scale: 64 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 120 "$RUN" -n 64 "$B/tests/test_scale" 16
 t "scale: 256 ranks of one host: 6 collectives bit-exact, <= 16 MiB per rank" 240 "$RUN" -n 256 "$B/tests/test_scale" 16
 t "hosts: 8 namespace hosts on a bridge, 64 and 256 ranks (shm inside, tcp between): 6 collectives bit-exact" 300 sh "$S/tests/test_hosts8.sh" "$B" 64 256
-t "hosts: 2 namespaces joined by 2 rails: both used, 2x one when shaped, a broken rail falls back, a rail lost mid-run fails over and back, bit-exact" 300 sh "$S/tests/test_rails.sh" "$B"
+t "hosts: 2 namespaces joined by 2 rails: both used, 2x one when shaped, a broken rail falls back, a rail lost mid-run fails over and back, also under a destroy, bit-exact" 300 sh "$S/tests/test_rails.sh" "$B"
 # topology-aware placement: host-contiguous ring order, hierarchical
 # all-reduce, bytes across the network (tests/test_hosts.sh); hosts of one
 # machine told apart by RCOLL_HOSTID (tests/test_hostid.sh)

@@ -15,7 +15,9 @@
 #     results stay bit-exact;
 #  4. a rail lost mid-run: the run goes on over the other, bit-exact;
 #  5. a lost rail that comes back carries traffic again (failback), and
-#     then the bootstrap's rail can be lost.
+#     then the bootstrap's rail can be lost;
+#  6. a rail lost under the last messages of a rank that destroys its
+#     communicator: its destroy sends them again over the other.
 # Needs root, iproute2 and tc; skips (77) otherwise. Usage: test_rails.sh BUILD
 B=$1
 [ "$(id -u)" = 0 ] && command -v ip > /dev/null && command -v tc > /dev/null ||
@@ -201,4 +203,30 @@ echo "rail 2 sent $(cat "$L/rails_flap.txt") bytes in the second after it came b
     fail "rail 2 carries no traffic after it came back"
 grep -q "rail ra1$$ to rank [23] .*failed.*go again" "$L"/rails_fo_flap_[01].out ||
     fail "no warning names the failed rail 1 (the bootstrap's)"
-echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use), a rail lost mid-run fails over, comes back into use, and then the other (the bootstrap's) can go"
+# 6. a rail lost under the last messages of a destroy: rank 0 sends 8
+#    eager messages (half of them over rail 2, just taken down) and
+#    destroys its communicator while rank 1 sleeps 8 s before it receives
+#    them; rank 0's destroy must find the loss and send them again over
+#    rail 1 before it says goodbye. 1 + 1 ranks.
+rm -f "$L/rails_go_destroy"
+( i=0; while [ ! -e "$L/rails_go_destroy" ] && [ $i -lt 600 ]; do
+      sleep 0.1; i=$((i + 1)); done
+  ip -n $A link set ra2$$ down ) &
+cutter=$!
+t0=$(date +%s.%N)
+runn 1 1 29669 fo_destroy env RCOLL_RAIL_TIMEOUT=2 RCOLL_TCP_CONNECT=eager \
+    "$B/tests/test_failover" -n 60 -c 65536 -s "$L/rails_go_destroy" -q 8000
+rc=$?
+wait $cutter
+ip -n $A link set ra2$$ up
+echo "destroy: $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s"
+[ $rc = 0 ] || fail "a rail lost under the messages of a destroy"
+for r in 0 1; do
+    grep -q "bit-exact, asynchronous error OK" "$L/rails_fo_destroy_$r.out" ||
+        fail "rank $r: the last messages did not arrive bit-exact"
+done
+grep -h "rail ra2$$ to rank 1 .*failed" "$L/rails_fo_destroy_0.out" | head -n 1
+grep -q "rail ra2$$ to rank 1 .*failed.*go again" "$L/rails_fo_destroy_0.out" ||
+    fail "rank 0's destroy did not find rail 2 lost"
+
+echo "ok: two rails used, 1.4x over one, a broken rail falls back (at init and on first use), a rail lost mid-run fails over, comes back into use, and then the other (the bootstrap's) can go; a rail lost under a destroy's last messages"

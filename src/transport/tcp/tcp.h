@@ -366,6 +366,11 @@ void tcp_fo_recv_release(rcoll_tl_ep_t *tep);
 void tcp_fo_event(rcoll_ev_handler_t *h, uint32_t events);
 void tcp_fo_tick(struct rcoll_tl_ctx *ctx);
 void tcp_fo_free(tcp_ep_t *ep);
+/* rcoll_comm_destroy, before the goodbyes: until `deadline`, reads and
+ * writes the sockets of the peers that may fail over (the engine no
+ * longer runs), so that a rail lost under messages not yet acknowledged
+ * is found (RCOLL_RAIL_TIMEOUT) and they go again over the others. */
+void tcp_fo_settle(struct rcoll_tl_ctx *ctx, double deadline);
 
 /* a before b, in message numbers mod 2^32 */
 static inline int tcp_lseq_before(uint32_t a, uint32_t b)

@@ -425,8 +425,13 @@ static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
 {
     size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
     int n = ctx->p.nranks;
-    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
 
+    /* a rail lost now would take the messages the peer's kernel has not
+     * acknowledged with it: wait for them (as ib_ctx_destroy does), at
+     * most min(RCOLL_TIMEOUT, 30 s) */
+    if (!abort)
+        tcp_fo_settle(ctx, rcoll_time_sec() + RCOLL_MIN(30.0, ctx->p.timeout));
+    double deadline = rcoll_time_sec() + RCOLL_MIN(2.0, ctx->p.timeout);
     tcp_lazy_fini(ctx);
     /* goodbye (or abort notice) on every open socket, then wait briefly for
      * the peers to close their side, so no data of ours is cut off */

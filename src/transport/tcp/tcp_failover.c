@@ -28,8 +28,15 @@
  * and taken by the peer only above its own (so an answer lost on the way
  * cannot leave the two sides on different numbers for good); a loss
  * notice names the number, and one about an older connection, read
- * late, ends nothing. ib queue pairs fail over in ib_fo.c. */
+ * late, ends nothing.
+ * Destroy (tcp_fo_settle): the engine no longer runs, so before its
+ * goodbyes the destroy reads and writes these sockets itself until every
+ * byte sent is acknowledged by the peer's kernel, so that a rail lost
+ * under the last messages is still found and they go again.
+ * ib queue pairs fail over in ib_fo.c. */
 #include "transport/tcp/tcp.h"
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 struct tcp_resend {
     uint32_t lseq;
@@ -382,4 +389,65 @@ void tcp_fo_tick(struct rcoll_tl_ctx *ctx)
     for (int i = 0; i < ctx->p.nranks; i++)
         if (ctx->eps[i] && ctx->eps[i]->active)
             tcp_fo_poll(ctx->eps[i]);
+}
+
+/* ---- destroy ---- */
+
+/* 1 while ep may still need its rails to deliver what it sent: a loss
+ * not handled yet, messages waiting to go again, or a live socket whose
+ * queue or kernel send buffer holds bytes the peer's kernel has not
+ * acknowledged (a rail that fails now would lose them). */
+static int fo_unsettled(tcp_ep_t *ep)
+{
+    int live = 0, busy = ep->lost_pending || ep->resend_head < ep->nresend;
+    for (int k = 0; k < ep->ctx->nsocks; k++) {
+        tcp_sock_t *s = &ep->socks[k];
+        int q = 0;
+        if (s->closed || s->ended)
+            continue;
+        live = 1;
+        if (s->txq_count || (ioctl(s->fd, SIOCOUTQ, &q) == 0 && q > 0))
+            busy = 1;
+    }
+    return live && busy;
+}
+
+void tcp_fo_settle(struct rcoll_tl_ctx *ctx, double deadline)
+{
+    int n = ctx->p.nranks, cap = n * ctx->nsocks;
+    struct pollfd *pf = calloc((size_t)cap, sizeof(*pf));
+    tcp_sock_t **ps = calloc((size_t)cap, sizeof(*ps));
+    while (pf && ps && rcoll_time_sec() < deadline) {
+        int np = 0;
+        for (int i = 0; ctx->eps && i < n; i++) {
+            tcp_ep_t *ep = ctx->eps[i];
+            if (!ep || ep->fo != 1 || ep->failed || ep->aborted || ep->bye)
+                continue;
+            if (ep->active)
+                tcp_fo_poll(ep);
+            if (ep->failed || !fo_unsettled(ep))
+                continue;
+            for (int k = 0; k < ctx->nsocks; k++) {
+                tcp_sock_t *s = &ep->socks[k];
+                if (s->closed || s->ended)
+                    continue;
+                if (s->txq_count)
+                    tcp_sock_write(s);
+                pf[np].fd = s->fd;
+                pf[np].events =
+                    POLLIN | POLLRDHUP | (s->txq_count ? POLLOUT : 0);
+                ps[np++] = s;
+            }
+        }
+        if (!np)
+            break;
+        if (poll(pf, (nfds_t)np, 10) <= 0)
+            continue;
+        /* (poll's bits are epoll's on Linux) */
+        for (int j = 0; j < np; j++)
+            if (pf[j].revents && !ps[j]->closed && ps[j]->fd == pf[j].fd)
+                ps[j]->h.cb(&ps[j]->h, (uint32_t)pf[j].revents);
+    }
+    free(pf);
+    free(ps);
 }
