@@ -3,9 +3,9 @@
 # has a core when the host has as many cores as ranks, and a blocking small
 # call spins before it yields; two ranks put on one core (by the scheduler
 # for a while after start-up, by a binding, by a container's CPU quota)
-# then waited out each other's spin: 2048 pause loops, 75-90 us per 8-byte
-# all-gather of 2 ranks. The spin budget now shrinks once a yield finds
-# the core wanted (core/comm.c, spin_adapt): ~3 us per call here.
+# would wait out each other's spin: the full budget of 2048 pause loops is
+# 75-90 us per call. The budget shrinks once a yield finds the core wanted
+# (core/inline.c, spin_adapt).
 # Both ranks run under `taskset -c 0`; every size's time per call, out of
 # place and in place, must stay under LIMIT_US (results checked too).
 # usage: test_shared_core.sh BUILDDIR
