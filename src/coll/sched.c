@@ -796,7 +796,7 @@ rcoll_status_t coll_sched_progress(coll_sched_t *s, const coll_env_t *e,
         int moved = 0;
         /* sends first: a peer can work on what we post while we receive
          * (a single-copy receive reads for as long as a copy takes; done
-         * before our own send, it made the peer's read wait for it) */
+         * before our own send, it would make the peer's read wait for it) */
         if ((st = sched_send(s, e, &moved)) != RCOLL_OK ||
             (st = sched_recv(s, e, &moved)) != RCOLL_OK)
             return st;

@@ -363,9 +363,9 @@ static int engine_wait_ms(double *spin_until, int any, int progressed,
  * peers that may be out of credits (not sooner: with ranks
  * oversubscribed, waits of a few ms are common while a peer's early
  * chunks fill our slots, and setting them aside then only costs a copy
- * and fresh pages: 16 MiB all-gather, 4 ranks on 2 cores, 10x the page
- * faults and 15% slower at RCOLL_SPIN_US); lets each transport hand back
- * credits and arm its events. Returns 1 if that found work (no wait). */
+ * and fresh pages, many times the page faults of a large all-gather);
+ * lets each transport hand back credits and arm its events. Returns 1 if
+ * that found work (no wait). */
 static int engine_unstick(struct rcoll_comm *c, int ms, int any)
 {
     int found = 0;
@@ -425,8 +425,8 @@ static void engine_io(struct rcoll_comm *c, int ms, int any, int progressed)
         (++c->spin_turns & 63) == 0)
         n = epoll_wait(c->epfd, evs, 64, ms);
     /* give the core away between looks: a peer, ours or not, may need it
-     * (spinning with pause instead made an 8-byte all-reduce of 2 ranks
-     * on a loaded 2-core machine wait out the whole spin, ~200 us) */
+     * (with a pause spin here, a peer on this core waits out the whole
+     * RCOLL_SPIN_US, ~200 us, for an 8-byte all-reduce) */
     if (n == 0 && ms == 0 && !progressed) {
         double y0 = rcoll_time_sec();
         sched_yield();

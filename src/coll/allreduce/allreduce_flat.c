@@ -66,10 +66,9 @@ rcoll_status_t coll_allreduce_flat(coll_sched_t *s, const coll_env_t *e)
  * inputs moved and reduced. Over a network transport with more ranks than
  * cores, each of the n - 1 messages also needs its sender and then the
  * receiver to get a core for a system call (TCP): each costs the scaled
- * alpha (so costed, it is not chosen there: measured 1.9-3.4x slower
- * than recursive doubling at 8-16 ranks on 2 cores). Over shared memory
- * a sender writes into the receiver's ring on its own: there flat stays
- * ahead. */
+ * alpha, so the tuner does not choose flat there (recursive doubling is
+ * 2-3x faster at 8-16 ranks on 2 cores). Over shared memory a sender
+ * writes into the receiver's ring on its own: there flat stays ahead. */
 double coll_allreduce_flat_cost(const coll_tune_model_t *m, const coll_env_t *e, double *c)
 {
     int n = m->n;

@@ -437,10 +437,10 @@ rcoll_status_t shm_recv_copy(rcoll_tl_ep_t *tep, void *dst)
                                 : slot + SHM_CL, len);
         return RCOLL_OK;
     }
-    /* The kernel copies 5x slower when source and destination differ in
-     * their offsets within 32 bytes (measured here: 1.7 against 9 GB/s):
-     * then read in pieces into a bounce buffer that shares the source's
-     * offset and copy each piece on while it is in cache. */
+    /* The kernel copies about 5x slower when source and destination
+     * differ in their offsets within 32 bytes: then read in pieces into a
+     * bounce buffer that shares the source's offset and copy each piece on
+     * while it is in cache. */
     size_t mis = (size_t)(ep->rx_cma_addr - (uintptr_t)dst) & 31;
     if (mis && len >= SHM_BOUNCE_MIN && !ctx->bounce &&
         posix_memalign((void **)&ctx->bounce, 4096, SHM_BOUNCE + 64))
