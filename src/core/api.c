@@ -428,6 +428,12 @@ static rcoll_status_t run_device(const call_t *a, rcoll_comm_t comm)
         st = rcoll_cuda_d2h(hr, r, rbytes);
     else if (sbytes)
         st = rcoll_cuda_d2h(hs, s, sbytes);
+    /* the whole staging goes back to the device: where the call leaves
+     * recvbuf alone (a receive's tail past a shorter message, the gaps
+     * between all-to-all-v blocks) it must hold the device's bytes */
+    if (st == RCOLL_OK && !inside && rbytes &&
+        (a->kind == COLL_RECV || a->kind == COLL_ALLTOALLV))
+        st = rcoll_cuda_d2h(hr, r, rbytes);
     if (st != RCOLL_OK)
         goto out;
     call_t h = *a;
