@@ -609,6 +609,21 @@ fo_ended() { # fo_ended NAME RC: a test_failover run ended bit-exact on every ra
     grep -q "[1-9][0-9]* written in place" "$L"/rank[0-3].log ||
         { echo "$1: nothing written in place"; return 1; }
 }
+# links_ready: h0 reaches h1 over the bootstrap and the second link again
+# (a link just brought back up, and the neighbour entries its loss left
+# failed), at most 10 s, so that the next job does not start on a link
+# still settling
+links_ready() {
+    for a in 10.77.0.2 10.77.1.2; do
+        i=0
+        until ip netns exec h0 busybox ping -c 1 -W 1 $a > /dev/null 2>&1; do
+            i=$((i + 1))
+            [ $i -lt 20 ] || { echo "links_ready: $a not reached again"; break; }
+            sleep 0.5
+        done
+        [ $i = 0 ] || echo "links_ready: $a reached after $i tries"
+    done
+}
 ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1 [ARGS]: LINK of NETNS (- the root's) goes
     go="$L/ibfo_go_$1"; rm -f "$go"; fo_t0=$(date +%s)
     ns=""; [ "$3" = - ] || ns="-n $3"
@@ -621,6 +636,7 @@ ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1 [ARGS]: LINK of NETNS (- th
     rc=$?
     wait $cutter
     ip $ns link set $4 up
+    links_ready
     fo_ended "$1" $rc || return 1
     for w in "$5" "$6"; do
         grep -h "$w" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
@@ -649,6 +665,7 @@ ib_flap() {
     rc=$?
     wait $cutter
     ip -n h1 link set v1 up
+    links_ready
     fo_ended flap $rc || return 1
     grep -h "link siwb[01] .* is back" "$L"/rank[0-3].log | sed 's/.*WARN [^ ]* //' | head -n 1
     grep -q "link siwb[01] .* is back" "$L"/rank[0-3].log || { echo "flap: no queue pair came back"; return 1; }
