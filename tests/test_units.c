@@ -1,11 +1,13 @@
 /* Unit tests of parsing and validation code: sizes, transport lists,
  * RCOLL_ALGO, SipHash (the connection MAC), hex, the unique id, addresses,
  * block partitions, the schedule builders' shapes, the device pairs of
- * RCOLL_IB_NIC=all's queue pairs; the bootstrap ring's
- * all-gather with blocks larger than its sockets' buffers. */
+ * RCOLL_IB_NIC=all's queue pairs; the receive-in-place table (tcp and ib
+ * land payloads through it); the bootstrap ring's all-gather with blocks
+ * larger than its sockets' buffers. */
 #include "bootstrap/bootstrap.h"
 #include "coll/sched.h"
 #include "core/core.h"
+#include "proto/place.h"
 #include "util/params.h"
 #include <malloc.h>
 #include <pthread.h>
@@ -950,6 +952,67 @@ static void test_pairs_summary(void)
     free(bm);
 }
 
+/* proto/place.h: which posted receive a message's payload lands in, and
+ * where; a message of another operation, transfer, kind, tag or count, a
+ * chunk past the end or a length past the buffer lands nowhere */
+static void test_places(void)
+{
+    static char a[10000], b[100];
+    rcoll_places_t t = {.n = 0};
+    rcoll_tl_place_t pa = {.seq = 7, .kind = 0x0102, .step = 3, .tag = 1,
+                           .total = 2500, .chunk = 4096, .dst = a,
+                           .bytes = sizeof(a)};
+    rcoll_tl_place_t pb = pa;
+    pb.step = 4;
+    pb.dst = b;
+    pb.bytes = sizeof(b);
+    CHECK(rcoll_places_add(&t, &pa) == 0 && rcoll_places_add(&t, &pb) == 1,
+          "places: two receives posted, n %d", t.n);
+    rcoll_tl_place_t z = pa;
+    z.chunk = 0;
+    CHECK(rcoll_places_add(&t, &z) < 0, "places: a receive with no chunk "
+          "size taken");
+    rcoll_msg_hdr_t h = {.seq = 7, .kind = 0x0102 | RCOLL_HDR_CSUM,
+                         .step = 3, .chunk = 2, .len = 10000 - 8192,
+                         .tag = 1, .total = 2500};
+    size_t off = 0;
+    int i = rcoll_places_find(&t, &h, &off);
+    CHECK(i == 0 && off == 8192, "places: last chunk of a: %d at %zu", i,
+          off);
+    h.len++;
+    CHECK(rcoll_places_find(&t, &h, &off) < 0, "places: a chunk one byte "
+          "past the end found a place");
+    h.len = 1;
+    h.chunk = 3;
+    CHECK(rcoll_places_find(&t, &h, &off) < 0, "places: a chunk past the "
+          "last found a place");
+    h.chunk = 0;
+    h.step = 4;
+    h.len = 100;
+    CHECK(rcoll_places_find(&t, &h, &off) == 1 && off == 0,
+          "places: transfer 4 lands in b");
+    const rcoll_msg_hdr_t base = h;
+    rcoll_msg_hdr_t o;
+    o = base; o.seq = 8;
+    CHECK(rcoll_places_find(&t, &o, &off) < 0, "places: another operation");
+    o = base; o.kind ^= 1;
+    CHECK(rcoll_places_find(&t, &o, &off) < 0, "places: another kind");
+    o = base; o.tag = 2;
+    CHECK(rcoll_places_find(&t, &o, &off) < 0, "places: another tag");
+    o = base; o.total = 2501;
+    CHECK(rcoll_places_find(&t, &o, &off) < 0, "places: another count");
+    /* unposting a: b moves to index 0 and is still found */
+    CHECK(rcoll_places_posted(&t, &pa) == 0, "places: a posted at 0");
+    int last = rcoll_places_remove(&t, 0, "test", 1);
+    CHECK(last == 1 && t.n == 1 && rcoll_places_find(&t, &base, &off) == 0 &&
+              rcoll_places_posted(&t, &pa) < 0,
+          "places: after a's removal, last %d, n %d", last, t.n);
+    for (int k = 1; k < RCOLL_NPLACE; k++)
+        rcoll_places_add(&t, &pa);
+    CHECK(t.n == RCOLL_NPLACE && rcoll_places_add(&t, &pa) < 0,
+          "places: a full table took one more");
+}
+
 int main(void)
 {
     rcoll_config_init();
@@ -969,6 +1032,7 @@ int main(void)
     test_algo_peers();
     test_ib_lanes();
     test_ib_fo_order();
+    test_places();
     printf("test_units: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -120,7 +120,8 @@ static void footprint(int n)
     size_t want = rcoll_config.chunk_size, worst = 0;
     int ns = rcoll_config.nslots, over = 0;
     /* all n on one host: the most shared-memory peers, the smallest chunk */
-    size_t chunk = rcoll_tl_chunk_fit(want, ns, n - 1, &over);
+    size_t region = coll_area_region(rcoll_config.shm_area);
+    size_t chunk = rcoll_tl_chunk_fit(want, ns, n - 1, region, &over);
     printf("memory per communicator of %d ranks (RCOLL_CHUNK_SIZE=%zu, "
            "RCOLL_NSLOTS=%d, RCOLL_SHM_BUDGET=%zu), the most one rank "
            "allocates:\n", n, want, ns, rcoll_config.shm_budget);
@@ -133,7 +134,7 @@ static void footprint(int n)
                "receive rings fit RCOLL_SHM_BUDGET (the chunk of every "
                "transport in that communicator)\n", chunk, n);
     rcoll_shm_plan_t plan;
-    rcoll_shm_plan(chunk, ns, n - 1, 1, &plan);
+    rcoll_shm_plan(chunk, ns, n - 1, 1, region, &plan);
     if (plan.pool)
         printf("  chunk %zu bytes when all %d ranks share a host: each "
                "rank's rings have %zu-byte slots and its segment a pool of "
@@ -148,10 +149,7 @@ static void footprint(int n)
         size_t b = t->peer_bytes(chunk, ns, what, sizeof(what));
         if (t == &rcoll_tl_shm_ops && plan.pool && n > 1) {
             /* a small ring per peer, the pool shared: its share */
-            size_t area = rcoll_config.shm_area
-                              ? RCOLL_AREA_LEN(rcoll_config.shm_area)
-                              : 0;
-            b = (plan.bytes - area) / (size_t)(n - 1);
+            b = (plan.bytes - region) / (size_t)(n - 1);
             snprintf(what, sizeof(what), "a receive ring of %d %zu-byte "
                      "slots per peer and a share of the pool of %d "
                      "%zu-byte slots, in this rank's /dev/shm segment",
@@ -170,7 +168,7 @@ static void footprint(int n)
     if (rcoll_config.shm_area)
         printf("  shm  %10.2f MiB per rank, whatever the peers: its shared "
                "area (RCOLL_SHM_AREA, in its /dev/shm segment)\n",
-               RCOLL_AREA_LEN(rcoll_config.shm_area) / 1048576.0);
+               coll_area_region(rcoll_config.shm_area) / 1048576.0);
     printf("threads: 1 progress thread per communicator; 1 per process for "
            "RCOLL_DUMP_SIGNAL; 1 bootstrap root while a unique id is "
            "joined (rcoll_get_unique_id / rank 0)\n");

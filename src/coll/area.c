@@ -1,9 +1,10 @@
 /* Small collectives through the shared area, when every rank of the
  * communicator is on this host and reached over shared memory.
  *
- * Each rank's shared-memory segment holds an area (transport op area()):
- * a line of two counters, `posted` and `done`, written by the owner only,
- * RCOLL_AREA_NDESC (64) slots of 1 KiB and a data space of twice
+ * Each rank's shared-memory segment holds an area (the transport's shared
+ * region, op region(); layout in coll/sched.h): a line of two counters,
+ * `posted` and `done` (the region's watch words), written by the owner
+ * only, COLL_AREA_NDESC (64) slots of 1 KiB and a data space of twice
  * RCOLL_SHM_AREA bytes. Operation k of the area (every rank numbers them
  * alike: collectives are posted in the same order everywhere, and whether
  * one takes the area depends only on its arguments) uses slot k % NDESC:
@@ -40,6 +41,8 @@
 #include <unistd.h>
 
 #define AREA_CL 64
+_Static_assert(sizeof(coll_area_ctl_t) == RCOLL_TL_WATCH * sizeof(uint64_t),
+               "the area's counters are its region's watch words");
 
 /* A slot: the call, and its seq, stored last (release): the flag a
  * reader polls; then up to AREA_INLINE bytes of input, so an input of 24
@@ -52,7 +55,7 @@ typedef struct {
     uint64_t done;          /* the writer's `done` when it wrote this */
     char data[];            /* an input that fits the slot */
 } area_desc_t;
-#define AREA_INLINE (RCOLL_AREA_SLOT - sizeof(area_desc_t))
+#define AREA_INLINE (COLL_AREA_SLOT - sizeof(area_desc_t))
 
 struct coll_area {
     int n, rank;
@@ -65,22 +68,22 @@ struct coll_area {
     size_t ring;            /* bytes of the data space (2 * data) */
     size_t dcur;            /* where the next rooted input goes */
     uint64_t dalt;          /* unrooted inputs placed so far */
-    size_t dstart[RCOLL_AREA_NDESC]; /* by operation k % NDESC: where its
+    size_t dstart[COLL_AREA_NDESC]; /* by operation k % NDESC: where its
                                input lies in the data space */
-    size_t dlen[RCOLL_AREA_NDESC]; /* and its bytes; 0: in its line */
+    size_t dlen[COLL_AREA_NDESC]; /* and its bytes; 0: in its line */
     const rcoll_tl_ops_t *tl;
     rcoll_tl_ctx_t *ctx;
     int wake_pending;       /* posted without waking sleepers yet */
 };
 
-static inline rcoll_area_ctl_t *area_ctl(const coll_area_t *a, int r)
+static inline coll_area_ctl_t *area_ctl(const coll_area_t *a, int r)
 {
-    return (rcoll_area_ctl_t *)a->base[r];
+    return (coll_area_ctl_t *)a->base[r];
 }
 static inline area_desc_t *area_desc(const coll_area_t *a, int r, uint64_t k)
 {
     return (area_desc_t *)(a->base[r] + AREA_CL +
-                           (size_t)(k % RCOLL_AREA_NDESC) * RCOLL_AREA_SLOT);
+                           (size_t)(k % COLL_AREA_NDESC) * COLL_AREA_SLOT);
 }
 /* where rank r's input of the operation lies */
 static inline char *area_data(const coll_area_t *a, int r,
@@ -88,14 +91,14 @@ static inline char *area_data(const coll_area_t *a, int r,
 {
     if (s->adoff == SIZE_MAX)
         return area_desc(a, r, s->aseq)->data;
-    return a->base[r] + AREA_CL + RCOLL_AREA_SLOT * RCOLL_AREA_NDESC +
+    return a->base[r] + AREA_CL + COLL_AREA_SLOT * COLL_AREA_NDESC +
            s->adoff;
 }
 
 coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
                               rcoll_tl_ctx_t *ctx)
 {
-    if (n < 2 || !tl || !tl->area || !tl->area_wake)
+    if (n < 2 || !tl || !tl->region || !tl->region_wake)
         return NULL;
     coll_area_t *a = calloc(1, sizeof(*a));
     if (!a)
@@ -107,8 +110,8 @@ coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
     size_t min = SIZE_MAX;
     for (int r = 0; r < n; r++) {
         size_t len = 0;
-        if (!(a->base[r] = tl->area(ctx, r, &len)) ||
-            len < RCOLL_AREA_LEN(AREA_CL) || (size_t)a->base[r] % AREA_CL)
+        if (!(a->base[r] = tl->region(ctx, r, &len)) ||
+            len < COLL_AREA_LEN(AREA_CL) || (size_t)a->base[r] % AREA_CL)
             goto none; /* every rank sees the same: all take the area or
                           none does */
         if (len < min)
@@ -121,7 +124,7 @@ coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
     for (int r = 0; r < n; r++)
         rcoll_prefault(a->base[r], min, r == rank);
     /* the smallest area of all, so every rank computes the same size */
-    a->data = ((min - AREA_CL - RCOLL_AREA_SLOT * RCOLL_AREA_NDESC) / 2) &
+    a->data = ((min - AREA_CL - COLL_AREA_SLOT * COLL_AREA_NDESC) / 2) &
               ~(size_t)(AREA_CL - 1);
     a->ring = 2 * a->data;
     a->n = n;
@@ -146,7 +149,7 @@ void coll_area_destroy(coll_area_t *a)
 void coll_area_flush(coll_area_t *a)
 {
     if (a && a->wake_pending) {
-        a->tl->area_wake(a->ctx);
+        a->tl->region_wake(a->ctx);
         a->wake_pending = 0;
     }
 }
@@ -229,14 +232,14 @@ rcoll_status_t coll_area_build(coll_sched_t *s, const coll_env_t *e)
 static void area_assign(coll_sched_t *s, coll_area_t *a)
 {
     uint64_t k = ++a->seq;
-    unsigned i = (unsigned)(k % RCOLL_AREA_NDESC);
+    unsigned i = (unsigned)(k % COLL_AREA_NDESC);
     s->aseq = k;
     s->ain = area_in_bytes(s, a->n);
     /* reusable once every rank (this one too) has finished the operation
      * that used them before: the line's, NDESC earlier, and the newest
      * one whose input lay where this one's will (ranks finish in order,
      * so the older ones are over too) */
-    s->aneed = k > RCOLL_AREA_NDESC ? k - RCOLL_AREA_NDESC : 0;
+    s->aneed = k > COLL_AREA_NDESC ? k - COLL_AREA_NDESC : 0;
     s->adoff = SIZE_MAX;
     a->dlen[i] = 0;
     if (s->ain > AREA_INLINE) {
@@ -247,8 +250,8 @@ static void area_assign(coll_sched_t *s, coll_area_t *a)
         } else {
             p = (a->dalt++ & 1) ? a->ring / 2 : 0;
         }
-        for (uint64_t j = 1; j < RCOLL_AREA_NDESC && j < k; j++) {
-            unsigned o = (unsigned)((k - j) % RCOLL_AREA_NDESC);
+        for (uint64_t j = 1; j < COLL_AREA_NDESC && j < k; j++) {
+            unsigned o = (unsigned)((k - j) % COLL_AREA_NDESC);
             if (a->dlen[o] && a->dstart[o] < p + len &&
                 p < a->dstart[o] + a->dlen[o]) {
                 if (k - j > s->aneed)
@@ -471,7 +474,7 @@ rcoll_status_t coll_area_progress(coll_sched_t *s, const coll_env_t *e,
     }
     __atomic_store_n(&area_ctl(a, a->rank)->done, k, __ATOMIC_RELEASE);
     a->finished = k;
-    a->tl->area_wake(a->ctx);
+    a->tl->region_wake(a->ctx);
     a->wake_pending = 0;
     s->waiting_peer = -1;
     return RCOLL_OK;

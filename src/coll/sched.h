@@ -34,6 +34,8 @@ enum {
     COLL_MSG_CTS = 3   /* the receiver is ready for it (to the sender) */
 };
 #define COLL_MSG_CLASS(kind) (((kind) >> 24) & 0x7fu)
+_Static_assert(COLL_MSG_CTS < RCOLL_TL_CLASS,
+               "the transports' message class is theirs alone");
 
 /* What the receive path asks of a memory domain for one message: dst =
  * src (COPY), dst = local op src (REDUCE, with fn from reduce_get), or
@@ -605,8 +607,34 @@ double coll_gather_direct_cost(const coll_tune_model_t *m, const coll_env_t *e,
                                double *c);
 
 /* ---- the shared area (coll/area.c) ---- */
+/* A rank's area is the shared region its transport gives it (transport op
+ * region; params.region = COLL_AREA_LEN). Its length for a data space of
+ * twice `data` bytes: the counters' line, COLL_AREA_NDESC slots of
+ * COLL_AREA_SLOT bytes (operation k uses slot k mod NDESC: its
+ * descriptor, and its input when that fits; so calls may run that far
+ * ahead), then the data space. 64 slots: a broadcast root waits for its
+ * readers once a lap, and with ranks sharing cores each wait costs a
+ * core's hand-over; at 64 an 8-byte broadcast on 4 ranks of 2 cores takes
+ * about half the time it does at 16, and more slots gain nothing. */
+#define COLL_AREA_NDESC 64
+#define COLL_AREA_SLOT 1024
+#define COLL_AREA_LEN(data)                                                \
+    (64 + COLL_AREA_SLOT * COLL_AREA_NDESC +                               \
+     2 * (((size_t)(data) + 63) & ~(size_t)63))
+/* The area's first cache line: the region's watch words (a change wakes
+ * a rank asleep in the transport's wait()). */
+typedef struct {
+    uint64_t posted;    /* the last operation whose input is published */
+    uint64_t done;      /* the last operation this rank has finished */
+} coll_area_ctl_t;
+/* params.region for RCOLL_SHM_AREA = data (0: no area) */
+static inline size_t coll_area_region(size_t data)
+{
+    return data ? COLL_AREA_LEN(data) : 0;
+}
 /* The area of every rank of a communicator of n, through transport tl
- * (its area op), or NULL if some rank has none (then no rank uses it). */
+ * (its region op), or NULL if some rank has none (then no rank uses
+ * it). */
 coll_area_t *coll_area_create(int rank, int n, const rcoll_tl_ops_t *tl,
                               rcoll_tl_ctx_t *ctx);
 void coll_area_destroy(coll_area_t *a);

@@ -123,7 +123,7 @@ static void init_env(struct rcoll_comm *c)
     c->env.match = c->match;
     c->env.p2p_eager = rcoll_config.p2p_eager;
     c->env.peers = c->bs.peers;
-    if (c->ntls != 1 || !c->tls[0]->area)
+    if (c->ntls != 1 || !c->tls[0]->region)
         return;
     int all = 1;
     for (int p = 0; p < n; p++)

@@ -401,8 +401,9 @@ static void choose_chunk(struct rcoll_comm *c, const rcoll_pairs_t *pr)
 {
     int most = pr->most_shm, over = 0;
     size_t want = rcoll_config.chunk_size;
-    c->env.chunk_size = rcoll_tl_chunk_fit(want, rcoll_config.nslots, most,
-                                           &over);
+    c->env.chunk_size =
+        rcoll_tl_chunk_fit(want, rcoll_config.nslots, most,
+                           coll_area_region(rcoll_config.shm_area), &over);
     if (c->rank != 0)
         return;
     if (over)
@@ -452,7 +453,8 @@ static rcoll_status_t open_one(struct rcoll_comm *c, int t,
         .rank = me, .nranks = n, .secret = secret, .bs = &c->bs,
         .epfd = c->epfd, .chunk_size = c->env.chunk_size,
         .nslots = rcoll_config.nslots, .ev = &c->tl_events,
-        .pair = pair_is, .pair_arg = &pa, .timeout = c->timeout};
+        .pair = pair_is, .pair_arg = &pa, .timeout = c->timeout,
+        .region = coll_area_region(rcoll_config.shm_area)};
     rcoll_status_t st = ops->ctx_create(&tp, &c->tl_ctxs[c->ntls], eps);
     if (st != RCOLL_OK) {
         free(eps);

@@ -18,25 +18,26 @@ const rcoll_tl_ops_t *const rcoll_transports[] = {
  * (full rings, or small rings and a pool), else the largest multiple of
  * 4 KiB (not below 4 KiB) whose full rings fit: a pool only ever keeps
  * the chunk asked for; *over: the budget is missed even at 4 KiB. */
-size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over)
+size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, size_t region,
+                          int *over)
 {
     const size_t step = 4096;
     rcoll_shm_plan_t pl;
     *over = 0;
     if (!rcoll_config.shm_budget || peers < 1 ||
-        rcoll_shm_plan(chunk, nslots, peers, 1, &pl))
+        rcoll_shm_plan(chunk, nslots, peers, 1, region, &pl))
         return chunk;
     size_t lo = step, hi = chunk / step * step; /* hi may fit */
-    if (chunk <= step || !rcoll_shm_plan(lo, nslots, peers, 0, &pl)) {
+    if (chunk <= step || !rcoll_shm_plan(lo, nslots, peers, 0, region, &pl)) {
         *over = 1;
         return RCOLL_MIN(chunk, lo);
     }
     while (hi - lo > step) { /* lo fits, hi may not */
         size_t mid = (lo + hi) / 2 / step * step;
-        if (rcoll_shm_plan(mid, nslots, peers, 0, &pl))
+        if (rcoll_shm_plan(mid, nslots, peers, 0, region, &pl))
             lo = mid;
         else
             hi = mid;
     }
-    return rcoll_shm_plan(hi, nslots, peers, 0, &pl) ? hi : lo;
+    return rcoll_shm_plan(hi, nslots, peers, 0, region, &pl) ? hi : lo;
 }

@@ -29,6 +29,10 @@ typedef struct {
     uint64_t total;     /* the operation's element count (mismatch check) */
 } rcoll_msg_hdr_t;
 #define RCOLL_HDR_CSUM 0x80000000u /* in kind: csum is valid */
+/* The message class (bits 24-30 of kind) the protocol leaves to the
+ * transports: no operation sends it, and a transport takes such a
+ * message itself, before the engine could see it (ib's PLACE notice). */
+#define RCOLL_TL_CLASS 0x7fu
 
 /* Something the engine's epoll loop dispatches to. */
 typedef struct rcoll_ev_handler {
@@ -67,6 +71,9 @@ typedef struct {
     int (*pair)(const void *pair_arg, int a, int b);
     const void *pair_arg;
     double timeout;          /* the communicator's RCOLL_TIMEOUT */
+    size_t region;           /* bytes of the shared region a transport
+                                with a region op gives each rank (the
+                                caller's use: coll/area.c); 0: none */
 } rcoll_tl_params_t;
 
 #define RCOLL_TL_PEER_COPIES 1
@@ -217,36 +224,19 @@ typedef struct rcoll_tl_ops {
      * with these settings (the bound of its memory per communicator), and
      * what they are. */
     size_t (*peer_bytes)(size_t chunk, int nslots, char *what, size_t len);
-    /* Optional (shared memory): a rank's shared area, mapped by every
-     * rank the context reaches (coll/area.c: small collectives through
-     * flags and buffers instead of messages). Returns its address for
-     * `rank` (this rank too) and its length, or NULL if that rank has
-     * none. It starts zeroed with an rcoll_area_ctl_t, whose counters the
-     * owner alone writes and wait() watches: a change wakes a sleeper. */
-    void *(*area)(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
-    /* Wakes every peer asleep in wait() (after the owner wrote its area's
-     * counters; a sequentially consistent fence is inside). */
-    void (*area_wake)(rcoll_tl_ctx_t *ctx);
+    /* Optional (shared memory): each rank's region of params.region
+     * bytes, mapped by every rank the context reaches, zeroed at the
+     * start and 64-byte aligned. Returns its address for `rank` (this
+     * rank too) and its length, or NULL if that rank has none. Its first
+     * RCOLL_TL_WATCH 64-bit words are watch words: the owner alone stores
+     * them, and a change to one wakes a rank asleep in wait(). What the
+     * rest holds is the caller's (coll/area.c). */
+    void *(*region)(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
+    /* Wakes every peer asleep in wait() (after the owner stored its watch
+     * words; a sequentially consistent fence is inside). */
+    void (*region_wake)(rcoll_tl_ctx_t *ctx);
 } rcoll_tl_ops_t;
-
-/* A shared area's length for a data space of twice `data` bytes: the
- * counters' line, RCOLL_AREA_NDESC slots of RCOLL_AREA_SLOT bytes
- * (operation k uses slot k mod NDESC: its descriptor, and its input when
- * that fits; so calls may run that far ahead), then the data space. 64
- * slots: a broadcast root waits for its readers once a lap, and with ranks
- * sharing cores each wait costs a core's hand-over; at 64 an 8-byte
- * broadcast on 4 ranks of 2 cores takes about half the time it does at
- * 16, and more slots gain nothing. */
-#define RCOLL_AREA_NDESC 64
-#define RCOLL_AREA_SLOT 1024
-#define RCOLL_AREA_LEN(data)                                               \
-    (64 + RCOLL_AREA_SLOT * RCOLL_AREA_NDESC +                             \
-     2 * (((size_t)(data) + 63) & ~(size_t)63))
-/* The first cache line of a shared area (transport op area()). */
-typedef struct {
-    uint64_t posted;    /* the last operation whose input is published */
-    uint64_t done;      /* the last operation this rank has finished */
-} rcoll_area_ctl_t;
+#define RCOLL_TL_WATCH 2
 
 /* 1 if ranks a and b talk through the transport of p (rcoll_tl_params_t
  * pair; during ctx_create and paths() only). */
@@ -304,11 +294,14 @@ static inline void rcoll_tl_peer_failed(const rcoll_tl_params_t *p, int peer,
 /* The pipeline chunk for RCOLL_CHUNK_SIZE = chunk when a rank has `peers`
  * shared-memory peers, within RCOLL_SHM_BUDGET (transport.c): chunk while
  * rcoll_shm_plan fits it, else the largest multiple of 4 KiB that fits
- * with full rings; *over is set when even the smallest chunk misses it. */
-size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over);
+ * with full rings; *over is set when even the smallest chunk misses it.
+ * region: params.region of the shared-memory transport. */
+size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, size_t region,
+                          int *over);
 
 /* How a rank with `peers` shared-memory peers lays out its receive memory
- * for a chunk (shm_ctx.c): rings of nslots chunk-sized slots per peer
+ * for a chunk and a shared region of `region` bytes (params.region)
+ * (shm_ctx.c): rings of nslots chunk-sized slots per peer
  * while they fit RCOLL_SHM_BUDGET (pool 0), else, if pool_ok and
  * RCOLL_SHM_POOL, rings of small slots and a pool of chunk-sized slots
  * all peers share, when at least 2 x nslots of them fit. `bytes`: the
@@ -317,10 +310,10 @@ size_t rcoll_tl_chunk_fit(size_t chunk, int nslots, int peers, int *over);
 typedef struct {
     size_t ring_slot;   /* bytes of a ring slot (header + payload) */
     int pool;           /* pool slots; 0: none */
-    size_t bytes;       /* header, rings, pool and shared area */
+    size_t bytes;       /* header, rings, pool and region */
 } rcoll_shm_plan_t;
 int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
-                   rcoll_shm_plan_t *pl);
+                   size_t region, rcoll_shm_plan_t *pl);
 
 /* All transports compiled in, NULL-terminated. */
 extern const rcoll_tl_ops_t *const rcoll_transports[];

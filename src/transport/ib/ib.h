@@ -60,6 +60,7 @@
 #include "transport/transport.h"
 #include "transport/slots.h"
 #include "proto/lanes.h"
+#include "proto/place.h"
 #include "proto/rcache.h"
 #include "util/dl.h"
 #include "util/params.h"
@@ -94,10 +95,8 @@
 #define IMM_CREDITS(x) (((x) >> 16) & 0x3fffU)
 #define IMM_ARG(x) ((x) & 0xffffU)
 enum { IMM_PLACED = 0, IMM_DATA = 1, IMM_CREDIT = 2, IMM_CTRL = 3 };
-/* a header kind of the transport's own (the class bits of
- * rcoll_msg_hdr_t.kind no operation uses): a PLACE notice */
-#define IB_KIND_PLACE (0x7fu << 24)
-#define IB_NPLACE 8   /* receives in place posted per peer at a time */
+/* a header kind of the transport's own (RCOLL_TL_CLASS): a PLACE notice */
+#define IB_KIND_PLACE (RCOLL_TL_CLASS << 24)
 #define IB_NRPLACE 16 /* a peer's destinations remembered per peer */
 /* slot flags (receive side) */
 enum { SLOT_PLAIN = 0, SLOT_PLACED = 1, SLOT_TL = 2 };
@@ -224,16 +223,13 @@ struct ib_ep {
     /* the peeked slot's header, copied out of the ring: the peer can
      * RDMA-write the ring at any time, so the engine checks this copy */
     rcoll_msg_hdr_t rx_hdr;
-    /* receives in place we posted: registered destinations */
-    struct {
-        rcoll_tl_place_t pl;
-        /* its registrations (the caches'), on each device a queue pair
-         * to the peer runs over (by device index) */
-        rcoll_rcache_entry_t *rent[IB_MAX_DEVS];
-        size_t landed;        /* bytes taken that were written there */
-        unsigned nlost;       /* ep->nlost when it was posted */
-    } place[IB_NPLACE];
-    int nplace;
+    /* receives in place we posted: registered destinations, and by the
+     * same index, their registrations (the caches'), on each device a
+     * queue pair to the peer runs over (by device index), and ep->nlost
+     * when each was posted */
+    rcoll_places_t places;
+    rcoll_rcache_entry_t *place_rent[RCOLL_NPLACE][IB_MAX_DEVS];
+    unsigned place_nlost[RCOLL_NPLACE];
     /* the peer's: where its receives want our data, and each notice's
      * number (failover: a copy of one is not taken again) */
     ib_place_msg_t rplace[IB_NRPLACE];

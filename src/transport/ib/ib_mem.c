@@ -141,12 +141,12 @@ int ib_rplace_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
 {
     for (int i = ep->nrplace - 1; i >= 0; i--) {
         const ib_place_msg_t *rp = &ep->rplace[i];
+        uint64_t off;
         if (rp->seq != h->seq || rp->step != h->step ||
             rp->kind != (h->kind & ~RCOLL_HDR_CSUM) || rp->tag != h->tag ||
             rp->total != h->total)
             continue;
-        uint64_t off = (uint64_t)h->chunk * rp->chunk;
-        if (off >= rp->bytes || h->len > rp->bytes - off)
+        if (!rcoll_place_fits(rp->chunk, rp->bytes, h->chunk, h->len, &off))
             return -1; /* not its data: through the slot, the peer sees */
         return i;
     }

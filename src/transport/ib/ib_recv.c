@@ -24,7 +24,7 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
-        ep->nplace == IB_NPLACE || ep->failed || !pl->chunk)
+        ep->places.n == RCOLL_NPLACE || ep->failed || !pl->chunk)
         return 0;
     ib_qp_t *nq = ep->fo_on ? &ep->qps[ep->tx_rr]
                             : &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
@@ -69,61 +69,37 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
         place_put(ep, rent, 0);
         return 0;
     }
-    ep->place[ep->nplace].pl = *pl;
-    memcpy(ep->place[ep->nplace].rent, rent, sizeof(rent));
-    ep->place[ep->nplace].nlost = ep->nlost;
-    ep->place[ep->nplace++].landed = 0;
+    int i = rcoll_places_add(&ep->places, pl); /* (room: checked above) */
+    memcpy(ep->place_rent[i], rent, sizeof(rent));
+    ep->place_nlost[i] = ep->nlost;
     return 1;
 }
 
 void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     ib_ep_t *ep = (ib_ep_t *)tep;
-    for (int i = 0; i < ep->nplace; i++) {
-        if (ep->place[i].pl.seq != pl->seq ||
-            ep->place[i].pl.step != pl->step || ep->place[i].pl.dst != pl->dst)
-            continue;
-        rcoll_debug(RCOLL_SUBSYS_NET,
-                    "ib: %zu of %zu bytes from rank %d "
-                    "(message %llu, transfer %u) landed in place",
-                    ep->place[i].landed, pl->bytes, ep->peer,
-                    (unsigned long long)pl->seq, pl->step);
-        /* All of it landed: the registrations stay cached for the
-         * buffer's next use. Else (a failed operation's), or if a queue
-         * pair to the peer was lost meanwhile (a write of it may still be
-         * on its way), they go: a write still to come then fails on the
-         * peer's queue pair, not in memory that is the caller's again. */
-        place_put(ep, ep->place[i].rent,
-                  ep->place[i].landed < pl->bytes ||
-                      ep->place[i].nlost != ep->nlost);
-        ep->place[i] = ep->place[--ep->nplace];
+    int i = rcoll_places_posted(&ep->places, pl);
+    if (i < 0)
         return;
-    }
+    /* All of it landed: the registrations stay cached for the buffer's
+     * next use. Else (a failed operation's), or if a queue pair to the
+     * peer was lost meanwhile (a write of it may still be on its way),
+     * they go: a write still to come then fails on the peer's queue
+     * pair, not in memory that is the caller's again. */
+    place_put(ep, ep->place_rent[i],
+              ep->places.e[i].landed < pl->bytes ||
+                  ep->place_nlost[i] != ep->nlost);
+    int last = rcoll_places_remove(&ep->places, i, "ib", ep->peer);
+    memcpy(ep->place_rent[i], ep->place_rent[last],
+           sizeof(ep->place_rent[i]));
+    ep->place_nlost[i] = ep->place_nlost[last];
 }
 
 void ib_place_free(ib_ep_t *ep)
 {
-    for (int k = 0; k < ep->nplace; k++) /* not unposted */
-        place_put(ep, ep->place[k].rent, 0);
-    ep->nplace = 0;
-}
-
-/* The receive in place a message the peer wrote in place (header h)
- * belongs to, or -1 */
-static int ib_placed_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
-{
-    for (int i = 0; i < ep->nplace; i++) {
-        const rcoll_tl_place_t *pl = &ep->place[i].pl;
-        size_t off = (size_t)h->chunk * pl->chunk;
-        if (pl->seq != h->seq || pl->step != h->step ||
-            pl->kind != (h->kind & ~RCOLL_HDR_CSUM) || pl->tag != h->tag ||
-            pl->total != h->total ||
-            h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
-            h->len > pl->bytes - off)
-            continue;
-        return i;
-    }
-    return -1;
+    for (int k = 0; k < ep->places.n; k++) /* not unposted */
+        place_put(ep, ep->place_rent[k], 0);
+    ep->places.n = 0;
 }
 
 /* The payload of a message the peer wrote in place (its header in *h):
@@ -132,10 +108,10 @@ static int ib_placed_find(const ib_ep_t *ep, const rcoll_msg_hdr_t *h)
 static int ib_placed(ib_ep_t *ep, const rcoll_msg_hdr_t *h,
                      const void **payload)
 {
-    int i = ib_placed_find(ep, h);
+    size_t off;
+    int i = rcoll_places_find(&ep->places, h, &off);
     if (i >= 0) {
-        *payload =
-            ep->place[i].pl.dst + (size_t)h->chunk * ep->place[i].pl.chunk;
+        *payload = ep->places.e[i].pl.dst + off;
         return 0;
     }
     ib_ep_fail(ep,
@@ -150,9 +126,10 @@ static int ib_placed(ib_ep_t *ep, const rcoll_msg_hdr_t *h,
  * engine may peek one again): its bytes landed */
 static void ib_placed_taken(ib_ep_t *ep)
 {
-    int i = ib_placed_find(ep, &ep->rx_hdr);
+    size_t off;
+    int i = rcoll_places_find(&ep->places, &ep->rx_hdr, &off);
     if (i >= 0)
-        ep->place[i].landed += ep->rx_hdr.len;
+        ep->places.e[i].landed += ep->rx_hdr.len;
 }
 
 /* Hands back the credits that copies dropped by number freed, at half */

@@ -94,8 +94,8 @@ typedef struct {
     uint64_t chunk_size;
     uint32_t nslots;
     uint32_t nrings;
-    uint64_t area_off;          /* the shared area (RCOLL_SHM_AREA): offset */
-    uint64_t area_len;          /* and length; 0: none */
+    uint64_t region_off;        /* the shared region (params.region): */
+    uint64_t region_len;        /* offset and length; 0: none */
     uint64_t ring_slot;         /* bytes of a slot of its rings */
     uint64_t pool_off;          /* the pool's slots: offset, */
     uint64_t pool_bits_off;     /* its bitmap (a bit per slot, 1: taken), */
@@ -161,9 +161,9 @@ typedef struct shm_ep {
     uint64_t rx_cma_addr;
     uint64_t wake_head, wake_tail;  /* last seen by shm_anything */
     uint32_t wake_state;
-    rcoll_area_ctl_t *area;     /* the peer's shared area, or NULL */
-    size_t area_len;
-    uint64_t wake_posted, wake_done;
+    uint64_t *region;           /* the peer's shared region, or NULL */
+    size_t region_len;
+    uint64_t wake_watch[RCOLL_TL_WATCH]; /* its watch words, last seen */
     int pidfd;
     rcoll_ev_handler_t h;
     int dead;                   /* its process exited */
@@ -218,8 +218,8 @@ void shm_send_revoke(rcoll_tl_ctx_t *ctx, void *cookie,
 void shm_recv_release(rcoll_tl_ep_t *tep);
 int shm_recv_full(rcoll_tl_ep_t *tep);
 int shm_progress(rcoll_tl_ctx_t *ctx);
-void *shm_area(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
-void shm_area_wake(rcoll_tl_ctx_t *ctx);
+void *shm_region(rcoll_tl_ctx_t *ctx, int rank, size_t *len);
+void shm_region_wake(rcoll_tl_ctx_t *ctx);
 void shm_wait(rcoll_tl_ctx_t *ctx, int ms);
 void shm_kick(rcoll_tl_ctx_t *ctx);
 

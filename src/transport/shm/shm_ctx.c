@@ -57,13 +57,14 @@ static void shm_sweep_stale(unsigned long ns)
 
 /* Offsets in a segment: the header, the rings, the pool's bitmap and
  * waiter words (each on their own cache lines), its slots, the shared
- * area. Senders recompute it from the header's counts to check it. */
+ * region (params.region). Senders recompute it from the header's counts
+ * to check it. */
 typedef struct {
-    size_t pool_bits, pool_wait, pool, area, len;
+    size_t pool_bits, pool_wait, pool, region, len;
 } shm_layout_t;
 
 static void shm_layout(size_t ring_slot, int nslots, int peers, int pool,
-                       size_t chunk, shm_layout_t *l)
+                       size_t chunk, size_t region, shm_layout_t *l)
 {
     size_t off = sizeof(shm_seg_hdr_t) +
                  (size_t)peers * shm_ring_bytes(ring_slot, nslots);
@@ -77,24 +78,21 @@ static void shm_layout(size_t ring_slot, int nslots, int peers, int pool,
         l->pool = off;
         off += (size_t)pool * SHM_ALIGN(chunk);
     }
-    size_t area = rcoll_config.shm_area
-                      ? RCOLL_AREA_LEN(rcoll_config.shm_area)
-                      : 0;
-    l->area = area ? off : 0;
-    l->len = off + area;
+    region = SHM_ALIGN(region);
+    l->region = region ? off : 0;
+    l->len = off + region;
 }
 
 int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
-                   rcoll_shm_plan_t *pl)
+                   size_t region, rcoll_shm_plan_t *pl)
 {
     size_t budget = rcoll_config.shm_budget, fixed = 4096;
     size_t full = SHM_CL + SHM_ALIGN(chunk);
     shm_layout_t l;
-    if (rcoll_config.shm_area)
-        fixed += RCOLL_AREA_LEN(rcoll_config.shm_area);
+    fixed += SHM_ALIGN(region);
     pl->ring_slot = full;
     pl->pool = 0;
-    shm_layout(full, nslots, peers, 0, chunk, &l);
+    shm_layout(full, nslots, peers, 0, chunk, region, &l);
     pl->bytes = l.len;
     if (!budget || peers < 1)
         return 1;
@@ -123,7 +121,7 @@ int rcoll_shm_plan(size_t chunk, int nslots, int peers, int pool_ok,
         return 0;
     pl->ring_slot = small;
     pl->pool = (int)n;
-    shm_layout(small, nslots, peers, (int)n, chunk, &l);
+    shm_layout(small, nslots, peers, (int)n, chunk, region, &l);
     pl->bytes = l.len;
     return 1;
 }
@@ -169,7 +167,7 @@ static rcoll_status_t shm_peer_mmap(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
 
 /* Checks a mapped peer's header against our settings and the layout its
  * counts give, and points our sending side at our ring (and its pool) in
- * its segment and at its shared area. */
+ * its segment and at its shared region. */
 static rcoll_status_t shm_peer_layout(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
                                       int peer)
 {
@@ -197,7 +195,8 @@ static rcoll_status_t shm_peer_layout(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
     int pool_n = (int)RCOLL_MIN(ph.pool_n, 1u << 24);
     int nrings = (int)RCOLL_MIN(ph.nrings, (uint32_t)p->nranks);
     size_t ring_slot = ring_ok ? ph.ring_slot : full;
-    shm_layout(ring_slot, p->nslots, nrings, pool_n, p->chunk_size, &pl);
+    /* (its region, last, is checked on its own below) */
+    shm_layout(ring_slot, p->nslots, nrings, pool_n, p->chunk_size, 0, &pl);
     int tx_idx = shm_ring_index(p, peer, p->rank);
     if (!ring_ok || ph.pool_n != (uint32_t)pool_n ||
         ph.nrings != (uint32_t)nrings || tx_idx >= nrings ||
@@ -223,11 +222,12 @@ static rcoll_status_t shm_peer_layout(struct rcoll_tl_ctx *ctx, shm_ep_t *ep,
         ep->tx_pool_bits = (uint64_t *)(ep->peer_base + pl.pool_bits);
         ep->tx_pool_wait = (uint64_t *)(ep->peer_base + pl.pool_wait);
     }
-    if (ph.area_len && ph.area_off <= ep->peer_len &&
-        ph.area_len <= ep->peer_len - ph.area_off &&
-        ph.area_off % SHM_CL == 0) {
-        ep->area = (rcoll_area_ctl_t *)(ep->peer_base + ph.area_off);
-        ep->area_len = ph.area_len;
+    if (ph.region_len >= RCOLL_TL_WATCH * sizeof(uint64_t) &&
+        ph.region_off >= pl.len && ph.region_off <= ep->peer_len &&
+        ph.region_len <= ep->peer_len - ph.region_off &&
+        ph.region_off % SHM_CL == 0) {
+        ep->region = (uint64_t *)(ep->peer_base + ph.region_off);
+        ep->region_len = ph.region_len;
     }
     return RCOLL_OK;
 }
@@ -302,7 +302,7 @@ static rcoll_status_t shm_map_peer(struct rcoll_tl_ctx *ctx, int peer,
 }
 
 /* This rank's segment: its header, a ring per local peer and the shared
- * area, reserved in /dev/shm now (a full /dev/shm is an error here, not a
+ * region, reserved in /dev/shm now (a full /dev/shm is an error here, not a
  * SIGBUS in the middle of a collective) and mapped; its name in `name`. */
 static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
                                          size_t name_len)
@@ -319,15 +319,11 @@ static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
     rcoll_hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
     snprintf(ctx->name, sizeof(ctx->name), "/rcoll-n%lu-%d-%s", ns,
              (int)getpid(), hex);
-    /* the rings, the pool if any, the shared area (coll/area.c) */
+    /* the rings, the pool if any, the shared region */
     shm_layout_t lay;
     shm_layout(ctx->slot_size, p->nslots, ctx->npeers, ctx->pool_n,
-               p->chunk_size, &lay);
+               p->chunk_size, p->region, &lay);
     ctx->len = lay.len;
-    size_t area_off = lay.area;
-    size_t area_len = rcoll_config.shm_area
-                          ? RCOLL_AREA_LEN(rcoll_config.shm_area)
-                          : 0;
     int fd = shm_open(ctx->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return rcoll__set_error(RCOLL_ERR_SYSTEM, "shm: rank %d cannot create "
@@ -358,8 +354,8 @@ static rcoll_status_t shm_segment_create(struct rcoll_tl_ctx *ctx, char *name,
     ctx->hdr->chunk_size = p->chunk_size;
     ctx->hdr->nslots = (uint32_t)p->nslots;
     ctx->hdr->nrings = (uint32_t)ctx->npeers;
-    ctx->hdr->area_off = area_len ? area_off : 0;
-    ctx->hdr->area_len = area_len;
+    ctx->hdr->region_off = lay.region;
+    ctx->hdr->region_len = lay.region ? p->region : 0;
     ctx->hdr->ring_slot = ctx->slot_size;
     if (ctx->pool_n) {
         ctx->hdr->pool_off = lay.pool;
@@ -417,7 +413,8 @@ static rcoll_status_t shm_ctx_create(const rcoll_tl_params_t *p,
     /* full rings while they fit RCOLL_SHM_BUDGET, else small rings and a
      * pool; past the budget even so (warned at set-up), full rings */
     rcoll_shm_plan_t plan;
-    rcoll_shm_plan(p->chunk_size, p->nslots, ctx->npeers, 1, &plan);
+    rcoll_shm_plan(p->chunk_size, p->nslots, ctx->npeers, 1, p->region,
+                   &plan);
     ctx->slot_size = plan.ring_slot;
     ctx->pool_n = plan.pool;
     ctx->ring_ep = calloc((size_t)ctx->npeers + 1, sizeof(*ctx->ring_ep));
@@ -598,6 +595,6 @@ const rcoll_tl_ops_t rcoll_tl_shm_ops = {
     .ctx_destroy = shm_ctx_destroy,
     .peer_bytes = shm_peer_bytes,
     .max_msg = shm_max_msg,
-    .area = shm_area,
-    .area_wake = shm_area_wake,
+    .region = shm_region,
+    .region_wake = shm_region_wake,
 };

@@ -594,12 +594,10 @@ static int shm_anything(rcoll_tl_ctx_t *ctx)
             ep->wake_state = state;
             any = 1;
         }
-        if (ep->area) {
-            uint64_t v = __atomic_load_n(&ep->area->posted, __ATOMIC_SEQ_CST);
-            uint64_t d = __atomic_load_n(&ep->area->done, __ATOMIC_SEQ_CST);
-            if (v != ep->wake_posted || d != ep->wake_done) {
-                ep->wake_posted = v;
-                ep->wake_done = d;
+        for (int w = 0; ep->region && w < RCOLL_TL_WATCH; w++) {
+            uint64_t v = __atomic_load_n(&ep->region[w], __ATOMIC_SEQ_CST);
+            if (v != ep->wake_watch[w]) {
+                ep->wake_watch[w] = v;
                 any = 1;
             }
         }
@@ -607,22 +605,22 @@ static int shm_anything(rcoll_tl_ctx_t *ctx)
     return any;
 }
 
-void *shm_area(rcoll_tl_ctx_t *ctx, int rank, size_t *len)
+void *shm_region(rcoll_tl_ctx_t *ctx, int rank, size_t *len)
 {
     if (rank == ctx->p.rank) {
-        if (!ctx->hdr || !ctx->hdr->area_len)
+        if (!ctx->hdr || !ctx->hdr->region_len)
             return NULL;
-        *len = ctx->hdr->area_len;
-        return ctx->base + ctx->hdr->area_off;
+        *len = ctx->hdr->region_len;
+        return ctx->base + ctx->hdr->region_off;
     }
     if (rank < 0 || rank >= ctx->p.nranks || !ctx->eps[rank] ||
-        !ctx->eps[rank]->area)
+        !ctx->eps[rank]->region)
         return NULL;
-    *len = ctx->eps[rank]->area_len;
-    return ctx->eps[rank]->area;
+    *len = ctx->eps[rank]->region_len;
+    return ctx->eps[rank]->region;
 }
 
-void shm_area_wake(rcoll_tl_ctx_t *ctx)
+void shm_region_wake(rcoll_tl_ctx_t *ctx)
 {
     /* one fence for all (shm_ring_doorbell has one per peer) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -18,6 +18,7 @@
 #include "transport/transport.h"
 #include "transport/slots.h"
 #include "proto/lanes.h"
+#include "proto/place.h"
 #include "util/params.h"
 #include <errno.h>
 #include <netinet/tcp.h>
@@ -34,7 +35,6 @@ enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
 #define TCP_F_RESENT 1u /* DATA: a copy sent again after a rail failed */
 #define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
-#define TCP_NPLACE 8 /* receives in place per peer at a time */
 /* Reads go through a small staging buffer per socket (allocated on first
  * read): one recv brings a header with its payload, often several small
  * messages; a payload part of TCP_RX_DIRECT bytes or more still missing
@@ -226,11 +226,7 @@ struct tcp_ep {
     char fail_msg[1024];      /* the message given to the communicator */
     int failed;
     /* receives posted in place: payload that matches lands in dst */
-    struct {
-        rcoll_tl_place_t pl;
-        size_t landed;        /* payload bytes read straight into dst */
-    } place[TCP_NPLACE];
-    int nplace;
+    rcoll_places_t places;
     /* failover (tcp_failover.c) */
     int fo;                   /* may fail over: -1 not known yet */
     int active;               /* a socket failed: messages are found by

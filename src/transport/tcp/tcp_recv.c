@@ -149,31 +149,19 @@ static ssize_t tcp_recv(tcp_sock_t *s, void *buf, size_t len, const char *eof)
  * place for it; NULL: into a slot. */
 static char *tcp_place_find(tcp_ep_t *ep, const rcoll_msg_hdr_t *h)
 {
-    for (int i = 0; i < ep->nplace; i++) {
-        const rcoll_tl_place_t *pl = &ep->place[i].pl;
-        if (pl->seq != h->seq || pl->step != h->step ||
-            pl->kind != (h->kind & ~RCOLL_HDR_CSUM) || pl->tag != h->tag ||
-            pl->total != h->total)
-            continue;
-        size_t off = (size_t)h->chunk * pl->chunk;
-        if (h->chunk >= (pl->bytes + pl->chunk - 1) / pl->chunk ||
-            h->len > pl->bytes - off)
-            return NULL; /* not what it should be: the receiver sees */
-        ep->place[i].landed += h->len;
-        rcoll_lane_add(&ep->ctx->placed_bytes, h->len);
-        return pl->dst + off;
-    }
-    return NULL;
+    size_t off;
+    int i = rcoll_places_find(&ep->places, h, &off);
+    if (i < 0)
+        return NULL;
+    ep->places.e[i].landed += h->len;
+    rcoll_lane_add(&ep->ctx->placed_bytes, h->len);
+    return ep->places.e[i].pl.dst + off;
 }
 
 int tcp_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    if (ep->nplace == TCP_NPLACE || !pl->chunk || !pl->bytes)
-        return 0;
-    ep->place[ep->nplace].pl = *pl;
-    ep->place[ep->nplace++].landed = 0;
-    return 1;
+    return rcoll_places_add(&ep->places, pl) >= 0;
 }
 
 /* A buffer of the slot's class for its message: its place in the ring,
@@ -230,18 +218,10 @@ static int tcp_slot_unplace(tcp_sock_t *s, int slot, size_t len,
 void tcp_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    int i = 0;
-    while (i < ep->nplace && (ep->place[i].pl.seq != pl->seq ||
-                              ep->place[i].pl.step != pl->step ||
-                              ep->place[i].pl.dst != pl->dst))
-        i++;
-    if (i == ep->nplace)
+    int i = rcoll_places_posted(&ep->places, pl);
+    if (i < 0)
         return;
-    rcoll_debug(RCOLL_SUBSYS_NET, "tcp: %zu of %zu bytes from rank %d "
-                "(message %llu, transfer %u) landed in place",
-                ep->place[i].landed, pl->bytes, ep->peer,
-                (unsigned long long)pl->seq, pl->step);
-    ep->place[i] = ep->place[--ep->nplace];
+    rcoll_places_remove(&ep->places, i, "tcp", ep->peer);
     /* a failed operation's messages that already landed, or are landing,
      * in dst: into the slots, before dst can be freed */
     const char *lo = pl->dst, *hi = pl->dst + pl->bytes;
