@@ -1013,6 +1013,28 @@ static void test_places(void)
           "places: a full table took one more");
 }
 
+/* transport.h: a peer's abort reason becomes text, cut at its NUL, at
+ * len, or at RCOLL_TL_REASON - 1 bytes */
+static void test_reason(void)
+{
+    char out[RCOLL_TL_REASON];
+    rcoll_tl_reason_take(out, "out of memory\0junk", 19);
+    CHECK(strcmp(out, "out of memory") == 0, "reason: cut at NUL: '%s'", out);
+    rcoll_tl_reason_take(out, "abcdef", 3);
+    CHECK(strcmp(out, "abc") == 0, "reason: cut at len: '%s'", out);
+    rcoll_tl_reason_take(out, "a\033[2Jb\n\xff", 7);
+    CHECK(strcmp(out, "a?[2Jb?") == 0,
+          "reason: control bytes kept: '%s'", out);
+    static char big[2 * RCOLL_TL_REASON];
+    memset(big, 'x', sizeof(big));
+    rcoll_tl_reason_take(out, big, sizeof(big));
+    CHECK(strlen(out) == RCOLL_TL_REASON - 1, "reason: %zu bytes kept",
+          strlen(out));
+    strcpy(big, "in place");
+    rcoll_tl_reason_take(big, big, sizeof(big));
+    CHECK(strcmp(big, "in place") == 0, "reason: in place: '%s'", big);
+}
+
 int main(void)
 {
     rcoll_config_init();
@@ -1033,6 +1055,7 @@ int main(void)
     test_ib_lanes();
     test_ib_fo_order();
     test_places();
+    test_reason();
     printf("test_units: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -272,6 +272,24 @@ rcoll_tl_create_failed(rcoll_tl_ctx_t *ctx,
     return rcoll__set_error(st, "%s", why);
 }
 
+/* An abort's reason, the same on every transport's wire: at most
+ * RCOLL_TL_REASON - 1 bytes of text and a NUL. */
+#define RCOLL_TL_REASON 512
+
+/* Takes a reason a peer wrote (len bytes at most, perhaps without its NUL,
+ * perhaps not text) into dst (RCOLL_TL_REASON bytes; dst may be src): cut
+ * at the first NUL, and every byte that is not printable ASCII becomes
+ * '?', so that a peer's bytes reach an error message or a log as text,
+ * never as control characters. */
+static inline void rcoll_tl_reason_take(char *dst, const char *src,
+                                        size_t len)
+{
+    size_t i = 0;
+    for (; i < len && i < RCOLL_TL_REASON - 1 && src[i]; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+    dst[i] = '\0';
+}
+
 /* Reports once that the link to `peer` ended, in one format for every
  * transport: "rank P (HOST pid N) aborted the communicator: REASON" when
  * the peer said it aborted (reason may be empty), else "rank P (HOST pid

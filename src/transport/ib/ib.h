@@ -84,7 +84,7 @@
 #define IB_HDR 64       /* slot bytes before the payload */
 #define IB_HDR_OFF (IB_HDR - sizeof(rcoll_msg_hdr_t)) /* header ends there */
 #define IB_SEQ_OFF (IB_HDR_OFF - 8) /* failover: the message's number */
-#define IB_REASON 512   /* after the slots: an abort's reason, */
+#define IB_REASON RCOLL_TL_REASON /* after the slots: an abort's reason, */
 #define IB_CTRL (IB_REASON + 64) /* then a RAIL notice's `upto` */
 #define IB_MAGIC 0x69627631U /* "ibv1" */
 #define IB_CM_TRIES 8   /* rdma_connect redone on a local port collision */

@@ -133,8 +133,7 @@ static void ib_handle_word(ib_qp_t *q, uint32_t w)
             /* heard: t_prog is set */
         } else {
             char *r = q->rx + (size_t)ctx->p.nslots * ctx->stride;
-            r[IB_REASON - 1] = '\0';
-            snprintf(ep->abort_reason, sizeof(ep->abort_reason), "%s", r);
+            rcoll_tl_reason_take(ep->abort_reason, r, IB_REASON);
             ep->aborted = 1;
             q->aborted = 1;
             ib_ep_fail(ep, "aborted");

@@ -68,7 +68,7 @@
 
 #define SHM_CL 64
 #define SHM_MAGIC 0x73686d31U /* "shm1" */
-#define SHM_REASON_MAX 512
+#define SHM_REASON_MAX RCOLL_TL_REASON
 #define SHM_NAME_MAX 64
 #define SHM_BOUNCE (256u << 10)
 #define SHM_MSG_MAX (1u << 30) /* a single-copy message (32-bit lengths) */

@@ -54,8 +54,7 @@ static int shm_ep_check(shm_ep_t *ep)
     int state = (int)__atomic_load_n(&ep->peer_hdr->state, __ATOMIC_ACQUIRE);
     if (state == SHM_ABORTED && !ep->failed) {
         char reason[SHM_REASON_MAX];
-        memcpy(reason, ep->peer_hdr->reason, sizeof(reason));
-        reason[sizeof(reason) - 1] = '\0';
+        rcoll_tl_reason_take(reason, ep->peer_hdr->reason, sizeof(reason));
         shm_ep_fail(ep, 1, reason, NULL);
     } else if (ep->dead && state == SHM_LIVE && !ep->failed) {
         shm_ep_fail(ep, 0, "", "shm: its process died (exited without "
@@ -412,8 +411,7 @@ static rcoll_status_t shm_withdrawn_error(shm_ep_t *ep, size_t len)
     if (ep->failed)
         return rcoll__set_error(RCOLL_ERR_REMOTE, "%s", ep->fail_msg);
     char reason[SHM_REASON_MAX];
-    memcpy(reason, ep->peer_hdr->reason, sizeof(reason));
-    reason[sizeof(reason) - 1] = '\0';
+    rcoll_tl_reason_take(reason, ep->peer_hdr->reason, sizeof(reason));
     return rcoll__set_error(RCOLL_ERR_REMOTE, "shm: rank %d (pid %d) "
                             "withdrew a %zu-byte message while it was read: "
                             "its operation failed%s%s", ep->peer,

@@ -33,7 +33,6 @@
 enum { TCP_DATA = 1, TCP_CREDIT = 2, TCP_BYE = 3, TCP_ABORT = 4,
        TCP_RAIL = 5 };
 #define TCP_F_RESENT 1u /* DATA: a copy sent again after a rail failed */
-#define TCP_REASON_MAX 512 /* an ABORT's payload: why the peer gave up */
 #define TCP_HELLO_MAGIC 0x74637031U /* "tcp1" */
 /* Reads go through a small staging buffer per socket (allocated on first
  * read): one recv brings a header with its payload, often several small
@@ -220,7 +219,7 @@ struct tcp_ep {
     tcp_sock_t *socks;
     uint64_t tx_seq, rx_seq;
     int bye, aborted;         /* what the peer told us (bye: on any socket) */
-    char abort_reason[TCP_REASON_MAX];
+    char abort_reason[RCOLL_TL_REASON];
     int nended;               /* sockets that ended */
     char end_what[256];       /* why the first one ended */
     char fail_msg[1024];      /* the message given to the communicator */

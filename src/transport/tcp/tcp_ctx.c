@@ -423,7 +423,7 @@ err:
 static void tcp_ctx_destroy(rcoll_tl_ctx_t *ctx, int abort,
                             const char *reason)
 {
-    size_t rlen = reason ? RCOLL_MIN(strlen(reason), TCP_REASON_MAX - 1) : 0;
+    size_t rlen = reason ? RCOLL_MIN(strlen(reason), RCOLL_TL_REASON - 1) : 0;
     int n = ctx->p.nranks;
 
     /* a rail lost now would take the messages the peer's kernel has not

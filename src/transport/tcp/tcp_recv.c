@@ -70,7 +70,7 @@ static int tcp_handle_wire(tcp_sock_t *s)
         return -1;
     case TCP_ABORT:
         ep->aborted = 1;
-        if (w->hdr.len > 0 && w->hdr.len < TCP_REASON_MAX)
+        if (w->hdr.len > 0 && w->hdr.len < RCOLL_TL_REASON)
             return 2; /* read the reason first */
         tcp_sock_end(s, "aborted", 0);
         return -1;
@@ -292,7 +292,7 @@ static void tcp_read_abort(tcp_sock_t *s)
     double dl = rcoll_time_sec() + 1.0;
     if (got == len || rcoll_sock_recv_all(s->fd, ep->abort_reason + got,
                                           len - got, dl) == RCOLL_OK)
-        ep->abort_reason[len] = '\0';
+        rcoll_tl_reason_take(ep->abort_reason, ep->abort_reason, len);
     else
         ep->abort_reason[0] = '\0';
     tcp_sock_end(s, "aborted", 0);
