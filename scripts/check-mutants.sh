@@ -109,13 +109,13 @@ src "float64 sum rounded through float32" src/reduce/reduce.c \
 # only bursts of more than 64 broadcasts catch the first), and an area
 # whose pages are faulted in by the calls
 src "shared area reuses a line still read" src/coll/area.c \
-    's/    s->aneed = k > RCOLL_AREA_NDESC ? k - RCOLL_AREA_NDESC : 0;/    s->aneed = 0;/' \
+    's/    s->aneed = k > COLL_AREA_NDESC ? k - COLL_AREA_NDESC : 0;/    s->aneed = 0;/' \
     '^area: shared-area collectives under stress, [38] ranks'
 src "shared area reuses data bytes still read" src/coll/area.c \
     's/                if (k - j > s->aneed)/                if (0 \&\& k - j > s->aneed)/' \
     '^area: shared-area collectives under stress, [38] ranks'
 src "shared area not mapped at setup" src/coll/area.c \
-    's/        area_prefault(a->base\[r\], min, r == rank);/        (void)area_prefault;/' \
+    's/        rcoll_prefault(a->base\[r\], min, r == rank);/        (void)0;/' \
     '^area: shared-area collectives under stress, 8 ranks'
 # 19: waiting ranks that never block (a 2 s spin): test_nonblocking's
 # late-rank wait must see them take a core

@@ -2,8 +2,9 @@
  * RCOLL_ALGO, SipHash (the connection MAC), hex, the unique id, addresses,
  * block partitions, the schedule builders' shapes, the device pairs of
  * RCOLL_IB_NIC=all's queue pairs; the receive-in-place table (tcp and ib
- * land payloads through it); the bootstrap ring's all-gather with blocks
- * larger than its sockets' buffers. */
+ * land payloads through it); a peer's abort reason taken as text; the
+ * bootstrap ring's all-gather with blocks larger than its sockets'
+ * buffers. */
 #include "bootstrap/bootstrap.h"
 #include "coll/sched.h"
 #include "core/core.h"
@@ -972,6 +973,10 @@ static void test_places(void)
     z.chunk = 0;
     CHECK(rcoll_places_add(&t, &z) < 0, "places: a receive with no chunk "
           "size taken");
+    z = pa;
+    z.bytes = 0;
+    CHECK(rcoll_places_add(&t, &z) < 0, "places: a receive of 0 bytes "
+          "taken");
     rcoll_msg_hdr_t h = {.seq = 7, .kind = 0x0102 | RCOLL_HDR_CSUM,
                          .step = 3, .chunk = 2, .len = 10000 - 8192,
                          .tag = 1, .total = 2500};
@@ -1007,7 +1012,22 @@ static void test_places(void)
     CHECK(last == 1 && t.n == 1 && rcoll_places_find(&t, &base, &off) == 0 &&
               rcoll_places_posted(&t, &pa) < 0,
           "places: after a's removal, last %d, n %d", last, t.n);
-    for (int k = 1; k < RCOLL_NPLACE; k++)
+    /* removing the last entry itself */
+    last = rcoll_places_remove(&t, 0, "test", 1);
+    CHECK(last == 0 && t.n == 0 && rcoll_places_find(&t, &base, &off) < 0,
+          "places: the last entry removed, n %d", t.n);
+    /* two receives that name the same message: the one it fits takes it
+     * (a first that does not fit is passed over) */
+    rcoll_tl_place_t small = pb, large = pb;
+    static char c[400];
+    small.bytes = 50;
+    large.dst = c;
+    large.bytes = sizeof(c);
+    rcoll_places_add(&t, &small);
+    rcoll_places_add(&t, &large);
+    CHECK(rcoll_places_find(&t, &base, &off) == 1 && off == 0,
+          "places: a 100-byte message went to the 50-byte receive");
+    for (int k = t.n; k < RCOLL_NPLACE; k++)
         rcoll_places_add(&t, &pa);
     CHECK(t.n == RCOLL_NPLACE && rcoll_places_add(&t, &pa) < 0,
           "places: a full table took one more");
@@ -1022,9 +1042,9 @@ static void test_reason(void)
     CHECK(strcmp(out, "out of memory") == 0, "reason: cut at NUL: '%s'", out);
     rcoll_tl_reason_take(out, "abcdef", 3);
     CHECK(strcmp(out, "abc") == 0, "reason: cut at len: '%s'", out);
-    rcoll_tl_reason_take(out, "a\033[2Jb\n\xff", 7);
-    CHECK(strcmp(out, "a?[2Jb?") == 0,
-          "reason: control bytes kept: '%s'", out);
+    rcoll_tl_reason_take(out, "a\033[2Jb\n\xff\x7f~", 10);
+    CHECK(strcmp(out, "a?[2Jb???~") == 0,
+          "reason: control, high or DEL bytes kept: '%s'", out);
     static char big[2 * RCOLL_TL_REASON];
     memset(big, 'x', sizeof(big));
     rcoll_tl_reason_take(out, big, sizeof(big));

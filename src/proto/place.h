@@ -57,20 +57,19 @@ static inline int rcoll_places_add(rcoll_places_t *t,
 }
 
 /* The receive message h belongs to and fits (*off: its payload's offset
- * in dst), or -1. A message of a receive that does not fit it is not
- * its data: the receiver's checks see it where the transport puts it. */
+ * in dst), or -1. A message that fits no receive it names is not their
+ * data: the receiver's checks see it where the transport puts it. */
 static inline int rcoll_places_find(const rcoll_places_t *t,
                                     const rcoll_msg_hdr_t *h, size_t *off)
 {
     for (int i = 0; i < t->n; i++) {
         uint64_t o;
-        if (!rcoll_place_is(&t->e[i].pl, h))
-            continue;
-        if (!rcoll_place_fits(t->e[i].pl.chunk, t->e[i].pl.bytes, h->chunk,
-                              h->len, &o))
-            return -1;
-        *off = (size_t)o;
-        return i;
+        if (rcoll_place_is(&t->e[i].pl, h) &&
+            rcoll_place_fits(t->e[i].pl.chunk, t->e[i].pl.bytes, h->chunk,
+                             h->len, &o)) {
+            *off = (size_t)o;
+            return i;
+        }
     }
     return -1;
 }

@@ -285,8 +285,13 @@ static inline void rcoll_tl_reason_take(char *dst, const char *src,
                                         size_t len)
 {
     size_t i = 0;
-    for (; i < len && i < RCOLL_TL_REASON - 1 && src[i]; i++)
-        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+    for (; i < len && i < RCOLL_TL_REASON - 1; i++) {
+        /* each byte read once: the peer may be writing it meanwhile */
+        char c = ((const volatile char *)src)[i];
+        if (!c)
+            break;
+        dst[i] = c >= 0x20 && c < 0x7f ? c : '?';
+    }
     dst[i] = '\0';
 }
 

@@ -130,8 +130,11 @@ void ib_wrs_place(ib_ep_t *ep, ib_qp_t *q, int rp, char *s,
     w->sge[0] = (struct ibv_sge){(uintptr_t)(s + at), (uint32_t)(IB_HDR - at),
                                  q->tx_mr->lkey};
     w->wr[0].num_sge = 1;
-    if (off + hdr->len >= p->bytes) /* its last: forget it */
-        ep->rplace[rp] = ep->rplace[--ep->nrplace];
+    if (off + hdr->len >= p->bytes) { /* its last: forget it */
+        ep->nrplace--;
+        ep->rplace[rp] = ep->rplace[ep->nrplace];
+        ep->rplace_num[rp] = ep->rplace_num[ep->nrplace];
+    }
     rcoll_lane_add(&ep->ctx->n_placed, 1);
 }
 

@@ -24,7 +24,8 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
     ib_ep_t *ep = (ib_ep_t *)tep;
     struct rcoll_tl_ctx *ctx = ep->ctx;
     if (!rcoll_config.ib_place_min || pl->bytes < rcoll_config.ib_place_min ||
-        ep->places.n == RCOLL_NPLACE || ep->failed || !pl->chunk)
+        ep->places.n == RCOLL_NPLACE || ep->failed || !pl->chunk ||
+        !pl->bytes)
         return 0;
     ib_qp_t *nq = ep->fo_on ? &ep->qps[ep->tx_rr]
                             : &ep->qps[ep->tx_seq % (uint64_t)ctx->nqps];
@@ -69,7 +70,8 @@ int ib_recv_place(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
         place_put(ep, rent, 0);
         return 0;
     }
-    int i = rcoll_places_add(&ep->places, pl); /* (room: checked above) */
+    /* (room, chunk and bytes: checked above, so this takes it) */
+    int i = rcoll_places_add(&ep->places, pl);
     memcpy(ep->place_rent[i], rent, sizeof(rent));
     ep->place_nlost[i] = ep->nlost;
     return 1;
@@ -90,9 +92,11 @@ void ib_recv_unplace(rcoll_tl_ep_t *tep, const rcoll_tl_place_t *pl)
               ep->places.e[i].landed < pl->bytes ||
                   ep->place_nlost[i] != ep->nlost);
     int last = rcoll_places_remove(&ep->places, i, "ib", ep->peer);
-    memcpy(ep->place_rent[i], ep->place_rent[last],
-           sizeof(ep->place_rent[i]));
-    ep->place_nlost[i] = ep->place_nlost[last];
+    if (last != i) {
+        memcpy(ep->place_rent[i], ep->place_rent[last],
+               sizeof(ep->place_rent[i]));
+        ep->place_nlost[i] = ep->place_nlost[last];
+    }
 }
 
 void ib_place_free(ib_ep_t *ep)
