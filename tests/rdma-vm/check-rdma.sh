@@ -624,6 +624,21 @@ links_ready() {
         [ $i = 0 ] || echo "links_ready: $a reached after $i tries"
     done
 }
+# all_back: every h1 rank (1, 3) says its queue pair over the second link
+# to each h0 rank (0, 2) is back, at most 30 s. The first "is back" is not
+# enough before the bootstrap link goes: a failback from h0 may still wait
+# on h0's neighbour entry for h1's second address, and a pair whose
+# second queue pair is still lost then fails with the bootstrap link.
+all_back() {
+    for rp in "1 0" "1 2" "3 0" "3 2"; do
+        set -- $rp
+        i=0
+        while ! grep -q "rank $1: link siwb1 .* to rank $2 .* is back" "$L/rank$1.log" 2> /dev/null &&
+            [ $i -lt 300 ]; do
+            sleep 0.1; i=$((i + 1))
+        done
+    done
+}
 ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1 [ARGS]: LINK of NETNS (- the root's) goes
     go="$L/ibfo_go_$1"; rm -f "$go"; fo_t0=$(date +%s)
     ns=""; [ "$3" = - ] || ns="-n $3"
@@ -645,8 +660,9 @@ ib_cut() { # ib_cut NAME PORT NETNS LINK WARN0 WARN1 [ARGS]: LINK of NETNS (- th
     grep -h "queue pairs lost" "$L"/rank[0-3].log | sort | uniq -c
 }
 # failback: h1's second link goes down after the first block and comes
-# back 3 s later; once a rank says a queue pair over it is back, h0's
-# second link carries traffic again (>= 200 KB in 2 s); then h1's
+# back 3 s later; once every cross-host pair's queue pair over it is back
+# (all_back), h0's second link carries traffic again (>= 200 KB in 2 s);
+# then h1's
 # bootstrap link goes down for good and the run ends 4 s later over the
 # second links alone: every rank bit-exact, no asynchronous error
 ib_flap() {
@@ -654,8 +670,7 @@ ib_flap() {
     fo_t0=$(date +%s)
     ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
       ip -n h1 link set w1 down; sleep 3; ip -n h1 link set w1 up
-      i=0; while ! grep -q "is back" "$L"/rank[0-3].log 2> /dev/null && [ $i -lt 300 ]; do
-          sleep 0.1; i=$((i + 1)); done
+      all_back
       a=$(bytes 0 w0); sleep 2; echo $(( $(bytes 0 w0) - a )) > "$L/flap_w0"
       ip -n h1 link set v1 down; sleep 4; touch "$end" ) &
     cutter=$!
@@ -704,8 +719,7 @@ ib_lazy_fo() {
     ip link set p11 down
     ( i=0; while [ ! -e "$go" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
       ip link set p11 up
-      i=0; while ! grep -q "is back" "$L"/rank[0-3].log 2> /dev/null && [ $i -lt 300 ]; do
-          sleep 0.1; i=$((i + 1)); done
+      all_back
       sleep 1; ip -n h1 link set v1 down; sleep 4; touch "$end" ) &
     cutter=$!
     hosts 4 29764 env RCOLL_IB_NIC=all RCOLL_IB_QPS_PER_PEER=2 RCOLL_IB_CONNECT=lazy \
